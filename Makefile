@@ -1,0 +1,84 @@
+# nodeops.maintenance: developer and CI entry points. `make test` is what CI runs.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+BUILD := .build
+# A copy of the tracked tree placed where ansible-test wants it.
+SANITY_TREE := $(BUILD)/sanity/ansible_collections/nodeops/maintenance
+# ansible-test's own home: its venvs and its pip bootstrap script (see tests/sanity/get_pip_shim.py)
+SANITY_HOME := $(abspath $(BUILD)/ansible-test-home)
+# the pip version ansible-test bootstraps into its venvs, read from the installed ansible-test
+ANSIBLE_TEST_PIP = $(shell sed -n "s/^ *pip='\(.*\)',$$/\1/p" $(VENV)/lib/python3.11/site-packages/ansible_test/_internal/python_requirements.py | tr . _)
+COLLECTIONS := $(abspath $(BUILD)/collections)
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PATH := $(abspath $(BIN)):$(PATH)
+ANSIBLE_VERSION := $(shell sed -n 's/^ansible-core==\([0-9]*\.[0-9]*\).*/\1/p' tests/requirements.txt)
+
+.PHONY: test venv binaries lint unit integration sanity ansible-lint build-check cluster-up cluster-down cluster-status clean
+
+test: venv binaries lint unit integration sanity ansible-lint build-check
+	@echo "make test: all checks passed"
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: tests/requirements.txt requirements.txt
+	@echo "== creating $(VENV) with the pinned test tools (tests/requirements.txt)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -r tests/requirements.txt
+	@mkdir -p $(COLLECTIONS)/ansible_collections/nodeops
+	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/nodeops/maintenance
+	touch $@
+
+binaries: venv
+	@echo "== control-plane binaries (built once into the cache, then reused)"
+	$(BIN)/python tests/cluster/build.py
+
+lint: venv
+	@echo "== ruff"
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check plugins/module_utils tests/cluster
+
+unit: venv
+	@echo "== unit tests"
+	$(BIN)/python -m pytest tests/unit -q
+
+integration: venv binaries
+	@echo "== integration tests against the real control plane"
+	$(BIN)/python -m pytest tests/integration -q
+
+sanity: venv
+	@echo "== ansible-test sanity (ansible-core $(ANSIBLE_VERSION), Python 3.11)"
+	rm -rf $(SANITY_TREE) && mkdir -p $(SANITY_TREE)
+	git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t $(SANITY_TREE)
+	@mkdir -p $(SANITY_HOME)/.ansible/test/cache $(SANITY_HOME)/.config/pip
+	$(BIN)/python tests/sanity/pip_config.py > $(SANITY_HOME)/.config/pip/pip.conf
+	cp tests/sanity/get_pip_shim.py $(SANITY_HOME)/.ansible/test/cache/get_pip_$(ANSIBLE_TEST_PIP).py
+	# a repository of its own, or ansible-test would list files through the enclosing checkout
+	cd $(SANITY_TREE) && git init -q && git add -A && \
+	  HOME=$(SANITY_HOME) $(abspath $(BIN))/ansible-test sanity --venv --python 3.11 --color no
+
+ansible-lint: venv
+	@echo "== ansible-lint --profile production"
+	$(BIN)/ansible-lint --profile production
+
+build-check: venv
+	@echo "== ansible-galaxy collection build / install / ansible-doc"
+	rm -rf $(BUILD)/dist $(BUILD)/installed && mkdir -p $(BUILD)/dist
+	$(BIN)/ansible-galaxy collection build --output-path $(BUILD)/dist .
+	$(BIN)/ansible-galaxy collection install --force -p $(BUILD)/installed $(BUILD)/dist/nodeops-maintenance-*.tar.gz
+	ANSIBLE_COLLECTIONS_PATH=$(abspath $(BUILD)/installed) $(BIN)/ansible-doc nodeops.maintenance.cordon | grep -q 'EXAMPLES'
+	ANSIBLE_COLLECTIONS_PATH=$(abspath $(BUILD)/installed) $(BIN)/ansible-doc nodeops.maintenance.cordon | grep -q 'RETURN VALUES'
+
+# For people: a control plane that stays up until cluster-down.
+cluster-up: venv binaries
+	$(BIN)/python tests/cluster/launcher.py up
+
+cluster-down: venv
+	$(BIN)/python tests/cluster/launcher.py down
+
+cluster-status: venv
+	$(BIN)/python tests/cluster/launcher.py status
+
+clean:
+	rm -rf $(BUILD) tests/output

@@ -1,0 +1,406 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one place that talks to the Kubernetes API.
+
+Connection settings are resolved the way kubernetes.core does (same option names, same
+``K8S_AUTH_*`` environment variables, same precedence), with the official ``kubernetes``
+package doing the kubeconfig / in-cluster / exec-plugin work. Requests then go out as plain
+JSON over one urllib3 pool: objects stay ``dict``s (no generated models, which cost 30-80x
+``json.loads`` on big lists), the behaviour is the same on every client version, and the pool
+size can match the number of parallel calls. Every third-party import happens on first use,
+so a module's start-up stays small and a missing library is reported, not raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from .errors import (
+    ConfigError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    K8sError,
+    MissingResourceType,
+    NotFound,
+    TooManyRequests,
+    Unauthorized,
+    Unreachable,
+)
+
+# Connection options: kubernetes.core's names, aliases and environment variables.
+AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "kubeconfig": {"type": "raw", "env": "K8S_AUTH_KUBECONFIG"},
+    "context": {"type": "str", "env": "K8S_AUTH_CONTEXT"},
+    "host": {"type": "str", "env": "K8S_AUTH_HOST"},
+    "api_key": {"type": "str", "no_log": True, "env": "K8S_AUTH_API_KEY"},
+    "username": {"type": "str", "env": "K8S_AUTH_USERNAME"},
+    "password": {"type": "str", "no_log": True, "env": "K8S_AUTH_PASSWORD"},
+    "validate_certs": {"type": "bool", "aliases": ["verify_ssl"], "env": "K8S_AUTH_VERIFY_SSL"},
+    "ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"], "env": "K8S_AUTH_SSL_CA_CERT"},
+    "client_cert": {"type": "path", "aliases": ["cert_file"], "env": "K8S_AUTH_CERT_FILE"},
+    "client_key": {"type": "path", "aliases": ["key_file"], "no_log": False, "env": "K8S_AUTH_KEY_FILE"},
+    "proxy": {"type": "str", "env": "K8S_AUTH_PROXY"},
+}
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f"}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API: enough to build its URLs without discovery."""
+
+    api_version: str
+    plural: str
+    namespaced: bool
+    kind: str = ""
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = "/api/" + self.api_version if "/" not in self.api_version else "/apis/" + self.api_version
+        if self.namespaced and namespace:
+            base += "/namespaces/" + quote(namespace, safe="")
+        base += "/" + self.plural
+        if name is not None:
+            base += "/" + quote(name, safe="")
+        if subresource:
+            base += "/" + subresource
+        return base
+
+
+NODES = Resource("v1", "nodes", namespaced=False, kind="Node")
+PODS = Resource("v1", "pods", namespaced=True, kind="Pod")
+NAMESPACES = Resource("v1", "namespaces", namespaced=False, kind="Namespace")
+EVENTS = Resource("v1", "events", namespaced=True, kind="Event")
+CRDS = Resource(
+    "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False, kind="CustomResourceDefinition"
+)
+NODE_MAINTENANCES = Resource(
+    "maintenance.nvidia.com/v1alpha1", "nodemaintenances", namespaced=True, kind="NodeMaintenance"
+)
+MAINTENANCE_CONFIGS = Resource(
+    "maintenance.nvidia.com/v1alpha1", "maintenanceoperatorconfigs", namespaced=True, kind="MaintenanceOperatorConfig"
+)
+KNOWN_RESOURCES = {
+    (r.api_version, r.kind): r for r in (NODES, PODS, NAMESPACES, EVENTS, CRDS, NODE_MAINTENANCES, MAINTENANCE_CONFIGS)
+}
+
+
+def auth_params_from_env(params: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Fill connection options the task left unset from their ``K8S_AUTH_*`` variables."""
+    environ = os.environ if environ is None else environ
+    out = dict(params)
+    for name, spec in AUTH_ARG_SPEC.items():
+        if out.get(name) is not None:
+            continue
+        raw = environ.get(spec["env"])
+        if raw is None or raw == "":
+            continue
+        if spec["type"] == "bool":
+            low = raw.strip().lower()
+            if low not in _TRUE | _FALSE:
+                raise ConfigError(f"{spec['env']}={raw!r} is not a boolean; use true or false.")
+            out[name] = low in _TRUE
+        elif spec["type"] == "path":
+            out[name] = os.path.expanduser(raw)
+        else:
+            out[name] = raw
+    return out
+
+
+def load_configuration(params: dict[str, Any]) -> Any:
+    """Build a ``kubernetes.client.Configuration`` from resolved connection options."""
+    try:
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+        from kubernetes.config.config_exception import ConfigException
+    except ImportError as exc:  # reported by the module layer with missing_required_lib
+        raise ImportError(str(exc)) from exc
+
+    p = params
+    cfg = k8s_client.Configuration()
+    has_creds = p.get("api_key") or (p.get("username") and p.get("password")) or p.get("client_cert")
+    try:
+        if p.get("host") and has_creds and not (p.get("kubeconfig") or p.get("context")):
+            pass  # everything comes from the options
+        elif isinstance(p.get("kubeconfig"), dict):
+            k8s_config.load_kube_config_from_dict(
+                config_dict=p["kubeconfig"], context=p.get("context"), client_configuration=cfg, persist_config=False
+            )
+        elif p.get("kubeconfig") or p.get("context"):
+            path = os.path.expanduser(p["kubeconfig"]) if p.get("kubeconfig") else None
+            if path and not os.path.exists(path):
+                raise ConfigError(f"kubeconfig file {path} does not exist; set kubeconfig to an existing file.")
+            k8s_config.load_kube_config(
+                config_file=path, context=p.get("context"), client_configuration=cfg, persist_config=False
+            )
+        elif os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        else:
+            try:
+                k8s_config.load_kube_config(client_configuration=cfg, persist_config=False)
+            except (ConfigException, OSError):
+                if not p.get("host"):
+                    raise ConfigError(
+                        "No Kubernetes connection configured: set kubeconfig (or K8S_AUTH_KUBECONFIG / KUBECONFIG), "
+                        "or host with api_key, username/password or client_cert/client_key."
+                    ) from None
+    except ConfigException as exc:
+        raise ConfigError(f"Cannot load the Kubernetes configuration: {exc}") from exc
+
+    if p.get("host"):
+        cfg.host = p["host"].rstrip("/")
+    if p.get("api_key"):
+        # Replace whatever the kubeconfig set (its token and its refresh hook), under both the
+        # old ("authorization") and the new ("BearerToken") key of the client's Configuration.
+        bearer = "Bearer " + p["api_key"]
+        cfg.api_key = {"authorization": bearer, "BearerToken": bearer}
+        cfg.api_key_prefix = {}
+        cfg.refresh_api_key_hook = None
+    if p.get("username"):
+        cfg.username = p["username"]
+    if p.get("password"):
+        cfg.password = p["password"]
+    if p.get("ca_cert"):
+        cfg.ssl_ca_cert = p["ca_cert"]
+    if p.get("client_cert"):
+        cfg.cert_file = p["client_cert"]
+    if p.get("client_key"):
+        cfg.key_file = p["client_key"]
+    if p.get("validate_certs") is not None:
+        cfg.verify_ssl = p["validate_certs"]
+    if p.get("proxy"):
+        cfg.proxy = p["proxy"]
+    for option, path in (("ca_cert", cfg.ssl_ca_cert), ("client_cert", cfg.cert_file), ("client_key", cfg.key_file)):
+        if path and not os.path.exists(path):
+            raise ConfigError(f"{option} file {path} does not exist.")
+    if not cfg.host:
+        raise ConfigError("No API server address: set host, or a kubeconfig with a cluster server.")
+    return cfg
+
+
+class Client:
+    """JSON calls to one API server, sharing one connection pool.
+
+    Construct with :meth:`from_params`; tests may pass a ready ``Configuration``.
+    """
+
+    def __init__(self, configuration: Any, pool_size: int = 10, timeout: float = 30.0) -> None:
+        import urllib3
+
+        self.configuration = configuration
+        self.host = configuration.host.rstrip("/")
+        self.timeout = timeout
+        tls: dict[str, Any] = {
+            "maxsize": pool_size,
+            "block": True,
+            "cert_reqs": "CERT_REQUIRED" if configuration.verify_ssl else "CERT_NONE",
+            "ca_certs": configuration.ssl_ca_cert,
+            "cert_file": configuration.cert_file,
+            "key_file": configuration.key_file,
+            "retries": False,
+        }
+        if configuration.assert_hostname is not None:
+            tls["assert_hostname"] = configuration.assert_hostname
+        if not configuration.verify_ssl:
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        if configuration.proxy:
+            self._pool = urllib3.ProxyManager(configuration.proxy, **tls)
+        else:
+            self._pool = urllib3.PoolManager(**tls)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], pool_size: int = 10) -> Client:
+        return cls(load_configuration(auth_params_from_env(params)), pool_size=pool_size)
+
+    # -- low level -------------------------------------------------------------------------
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "nodeops.maintenance"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        cfg = self.configuration
+        for setting in cfg.auth_settings().values():  # calls the exec/refresh hook when there is one
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        if cfg.username and cfg.password and "authorization" not in {k.lower() for k in headers}:
+            import base64
+
+            token = base64.b64encode(f"{cfg.username}:{cfg.password}".encode()).decode()
+            headers["Authorization"] = "Basic " + token
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        what: str = "",
+    ) -> Any:
+        """Send one request and return the decoded JSON body; raise a specific K8sError on failure."""
+        import urllib3
+
+        url = self.host + path
+        if query:
+            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body).encode()
+        try:
+            resp = self._pool.request(
+                method,
+                url,
+                body=data,
+                headers=self._headers(content_type if data is not None else None),
+                timeout=urllib3.Timeout(connect=min(10.0, self.timeout), read=self.timeout),
+                preload_content=True,
+            )
+        except urllib3.exceptions.SSLError as exc:
+            raise Unreachable(
+                f"TLS with the API server at {self.host} failed: {exc}. Set ca_cert to the cluster's CA "
+                "(or validate_certs: false for a test cluster)."
+            ) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise Unreachable(
+                f"Cannot reach the Kubernetes API at {self.host}: {exc}. Check host / kubeconfig and that "
+                "the API server is running and reachable from this machine."
+            ) from exc
+        text = resp.data.decode("utf-8", "replace") if resp.data else ""
+        if 200 <= resp.status < 300:
+            return json.loads(text) if text else {}
+        raise self._error(resp.status, text, method, path, what)
+
+    def _error(self, status: int, text: str, method: str, path: str, what: str) -> K8sError:
+        try:
+            body = json.loads(text) if text else {}
+        except ValueError:
+            body = {"message": text}
+        message = body.get("message") or text or f"HTTP {status}"
+        target = what or f"{method} {path}"
+        if status == 401:
+            return Unauthorized(
+                f"The API server at {self.host} rejected the credentials (401 Unauthorized) for {target}: "
+                "the token, client certificate or username/password is wrong or expired.",
+                status,
+                body,
+            )
+        if status == 403:
+            return Forbidden(
+                f"Forbidden (403) for {target}: {message}. Grant the user RBAC permission for it.", status, body
+            )
+        if status == 404:
+            if not (body.get("details") or {}).get("name") and body.get("reason") == "NotFound":
+                return MissingResourceType(
+                    f"The API server does not serve {path.split('?')[0]} ({target}): the resource type is not "
+                    "installed. For NodeMaintenance objects install the CRDs with the nodeops.maintenance.crds "
+                    "role (playbooks/install.yml).",
+                    status,
+                    body,
+                )
+            return NotFound(f"Not found: {target}: {message}", status, body)
+        if status == 409:
+            return Conflict(f"Conflict for {target}: {message}", status, body)
+        if status == 422:
+            return Invalid(f"The API server rejected {target} as invalid: {message}", status, body)
+        if status == 429:
+            return TooManyRequests(f"Too many requests for {target}: {message}", status, body)
+        return K8sError(f"{target} failed with HTTP {status}: {message}", status, body)
+
+    # -- objects ---------------------------------------------------------------------------
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self.request("GET", res.path(namespace, name), what=f"get {res.kind or res.plural} {name}")
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> dict[str, Any]:
+        """List objects, following ``continue`` tokens; returns a List with all items."""
+        items: list[dict[str, Any]] = []
+        query: dict[str, Any] = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": 500}
+        while True:
+            page = self.request("GET", res.path(namespace), query=query, what=f"list {res.plural}")
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                page["items"] = items
+                return page
+            query["continue"] = token
+
+    def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        name = (body.get("metadata") or {}).get("name", "")
+        return self.request("POST", res.path(namespace), body=body, what=f"create {res.kind or res.plural} {name}")
+
+    def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        patch_type: str = "merge",
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        content_type = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+        }[patch_type]
+        return self.request(
+            "PATCH",
+            res.path(namespace, name),
+            query={"dryRun": "All" if dry_run else None},
+            body=patch,
+            content_type=content_type,
+            what=f"patch {res.kind or res.plural} {name}",
+        )
+
+    def apply(
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        field_manager: str = "nodeops.maintenance",
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Server-side apply of a full manifest."""
+        meta = body.get("metadata") or {}
+        return self.request(
+            "PATCH",
+            res.path(meta.get("namespace"), meta["name"]),
+            query={
+                "fieldManager": field_manager,
+                "force": "true" if force else None,
+                "dryRun": "All" if dry_run else None,
+            },
+            body=body,
+            content_type="application/apply-patch+yaml",
+            what=f"apply {res.kind or res.plural} {meta['name']}",
+        )
+
+    def delete(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self.request("DELETE", res.path(namespace, name), what=f"delete {res.kind or res.plural} {name}")
+
+    def server_version(self) -> dict[str, Any]:
+        return self.request("GET", "/version", what="get the server version")
+
+    def resource_for(self, api_version: str, kind: str) -> Resource:
+        """The Resource of a kind: known ones directly, others through one discovery call."""
+        known = KNOWN_RESOURCES.get((api_version, kind))
+        if known:
+            return known
+        path = "/api/" + api_version if "/" not in api_version else "/apis/" + api_version
+        try:
+            listing = self.request("GET", path, what=f"discover {api_version}")
+        except (NotFound, MissingResourceType):
+            listing = {}
+        for entry in listing.get("resources") or []:
+            if entry.get("kind") == kind and "/" not in entry.get("name", ""):
+                return Resource(api_version, entry["name"], bool(entry.get("namespaced")), kind)
+        raise MissingResourceType(
+            f"The API server does not serve kind {kind} in {api_version}: is its CustomResourceDefinition installed?"
+        )

@@ -1,0 +1,63 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Errors of the client layer: one class per thing a user can fix, each with a message that says how."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class K8sError(Exception):
+    """A failed call to the Kubernetes API, with a message meant for a person."""
+
+    reason = "error"
+
+    def __init__(self, msg: str, status: int | None = None, body: dict[str, Any] | None = None) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.status = status
+        self.body = body or {}
+
+    def to_result(self) -> dict[str, Any]:
+        """The keys a module adds to fail_json next to ``msg``."""
+        return {"reason": self.reason, "status": self.status}
+
+
+class ConfigError(K8sError):
+    """The connection options cannot be turned into a client configuration."""
+
+    reason = "config"
+
+
+class Unreachable(K8sError):
+    reason = "unreachable"
+
+
+class Unauthorized(K8sError):
+    reason = "unauthorized"
+
+
+class Forbidden(K8sError):
+    reason = "forbidden"
+
+
+class NotFound(K8sError):
+    reason = "not_found"
+
+
+class MissingResourceType(K8sError):
+    """The API server does not serve the group/version/resource at all (e.g. a CRD is not installed)."""
+
+    reason = "missing_crd"
+
+
+class Conflict(K8sError):
+    reason = "conflict"
+
+
+class Invalid(K8sError):
+    reason = "invalid"
+
+
+class TooManyRequests(K8sError):
+    reason = "too_many_requests"

@@ -1,0 +1,47 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""AnsibleModule with the shared connection options and the client layer wired in."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from typing import Any, NoReturn
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from .client import AUTH_ARG_SPEC, Client
+from .errors import K8sError
+
+# Only look for the package here: importing it is left to the first API call.
+HAS_KUBERNETES = find_spec("kubernetes") is not None
+
+
+def auth_argument_spec() -> dict[str, dict[str, Any]]:
+    """The connection options as AnsibleModule wants them (the env names are resolved by the client)."""
+    return {name: {k: v for k, v in spec.items() if k != "env"} for name, spec in AUTH_ARG_SPEC.items()}
+
+
+class K8sModule(AnsibleModule):
+    """A module of this collection: the connection options, a lazily built client, clear failures."""
+
+    def __init__(self, argument_spec: dict[str, Any], pool_size: int = 10, **kwargs: Any) -> None:
+        spec = auth_argument_spec()
+        spec.update(argument_spec)
+        super().__init__(argument_spec=spec, **kwargs)
+        self._pool_size = pool_size
+        self._client: Client | None = None
+        if not HAS_KUBERNETES:
+            self.fail_json(msg=missing_required_lib("kubernetes"))
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            params = {name: self.params.get(name) for name in AUTH_ARG_SPEC}
+            try:
+                self._client = Client.from_params(params, pool_size=self._pool_size)
+            except K8sError as exc:
+                self.fail_k8s(exc)
+        return self._client
+
+    def fail_k8s(self, exc: K8sError, **extra: Any) -> NoReturn:
+        self.fail_json(msg=exc.msg, error=exc.to_result(), **extra)

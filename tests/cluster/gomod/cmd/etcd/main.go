@@ -1,0 +1,12 @@
+// Command etcd is the etcd server of the release that k8s.io/kubernetes pins.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}

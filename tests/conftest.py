@@ -1,0 +1,32 @@
+"""Make the collection importable as ``ansible_collections.nodeops.maintenance``.
+
+When the checkout already sits at ``.../ansible_collections/nodeops/maintenance`` (as
+``ansible-test`` wants) that tree is used; otherwise ``.build/collections`` gets a symlink to
+the checkout. ``ANSIBLE_COLLECTIONS_PATH`` is set to the same place, so the ``ansible`` and
+``ansible-playbook`` commands that integration tests run find this collection.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def collections_root() -> Path:
+    if ROOT.parent.name == "nodeops" and ROOT.parent.parent.name == "ansible_collections":
+        return ROOT.parent.parent.parent
+    base = ROOT / ".build" / "collections"
+    link = base / "ansible_collections" / "nodeops" / "maintenance"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(ROOT, target_is_directory=True)
+    return base
+
+
+COLLECTIONS_ROOT = collections_root()
+if str(COLLECTIONS_ROOT) not in sys.path:
+    sys.path.insert(0, str(COLLECTIONS_ROOT))
+os.environ["ANSIBLE_COLLECTIONS_PATH"] = str(COLLECTIONS_ROOT)

@@ -1,0 +1,56 @@
+"""The pure cordon planner."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+    CORDONED,
+    UNCORDONED,
+    cordon_patch,
+    missing_names,
+    plan_cordon,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+
+def node(name: str, unschedulable: bool | None = None) -> dict[str, object]:
+    spec = {} if unschedulable is None else {"unschedulable": unschedulable}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def test_only_nodes_in_another_state_change() -> None:
+    plan = plan_cordon([node("b", True), node("a"), node("c", False)], CORDONED)
+    assert [(c.name, c.before, c.changed) for c in plan] == [
+        ("a", UNCORDONED, True),
+        ("b", CORDONED, False),
+        ("c", UNCORDONED, True),
+    ]
+
+
+def test_unknown_state_is_refused() -> None:
+    with pytest.raises(ValueError, match="state must be"):
+        plan_cordon([node("a")], "drained")
+
+
+def test_missing_names_in_request_order_once() -> None:
+    assert missing_names(["x", "a", "x", "y"], [node("a")]) == ["x", "y"]
+
+
+def test_patches() -> None:
+    assert cordon_patch(CORDONED) == {"spec": {"unschedulable": True}}
+    assert cordon_patch(UNCORDONED) == {"spec": {"unschedulable": None}}
+
+
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=5), st.sampled_from([None, True, False]), max_size=20),
+    st.sampled_from([CORDONED, UNCORDONED]),
+)
+def test_plan_reaches_state_and_is_idempotent(states: dict[str, bool | None], target: str) -> None:
+    nodes = [node(n, s) for n, s in states.items()]
+    plan = plan_cordon(nodes, target)
+    assert [c.name for c in plan] == sorted(states)
+    assert all(c.after == target for c in plan)
+    # Applying the plan and planning again changes nothing.
+    applied = [node(c.name, c.after == CORDONED) for c in plan]
+    assert not any(c.changed for c in plan_cordon(applied, target))

@@ -1,0 +1,165 @@
+"""Unit tests of the client layer: option resolution, configuration, error mapping (no API server)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
+    AUTH_ARG_SPEC,
+    NODE_MAINTENANCES,
+    NODES,
+    PODS,
+    Client,
+    auth_params_from_env,
+    load_configuration,
+)
+
+
+def empty_params() -> dict[str, object]:
+    return dict.fromkeys(AUTH_ARG_SPEC)
+
+
+def test_env_fills_only_unset_options() -> None:
+    params = empty_params() | {"host": "https://from-task:6443"}
+    env = {
+        "K8S_AUTH_HOST": "https://from-env:6443",
+        "K8S_AUTH_API_KEY": "tok",
+        "K8S_AUTH_VERIFY_SSL": "False",
+        "K8S_AUTH_SSL_CA_CERT": "~/ca.crt",
+    }
+    out = auth_params_from_env(params, env)
+    assert out["host"] == "https://from-task:6443"
+    assert out["api_key"] == "tok"
+    assert out["validate_certs"] is False
+    assert out["ca_cert"] == str(Path("~/ca.crt").expanduser())
+
+
+def test_env_bool_that_is_not_a_bool_is_a_config_error() -> None:
+    with pytest.raises(errors.ConfigError, match="K8S_AUTH_VERIFY_SSL='maybe' is not a boolean"):
+        auth_params_from_env(empty_params(), {"K8S_AUTH_VERIFY_SSL": "maybe"})
+
+
+def test_every_option_has_the_kubernetes_core_env_name() -> None:
+    assert {spec["env"] for spec in AUTH_ARG_SPEC.values()} >= {
+        "K8S_AUTH_HOST",
+        "K8S_AUTH_API_KEY",
+        "K8S_AUTH_VERIFY_SSL",
+        "K8S_AUTH_SSL_CA_CERT",
+        "K8S_AUTH_KUBECONFIG",
+        "K8S_AUTH_CONTEXT",
+    }
+    assert AUTH_ARG_SPEC["api_key"]["no_log"] and AUTH_ARG_SPEC["password"]["no_log"]
+
+
+def test_host_and_token_need_no_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    cfg = load_configuration(empty_params() | {"host": "https://127.0.0.1:1/", "api_key": "abc"})
+    assert cfg.host == "https://127.0.0.1:1"
+    assert Client(cfg)._headers(None)["authorization"] == "Bearer abc"
+
+
+def write_kubeconfig(path: Path, server: str, token: str, context: str = "c1") -> None:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "k", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": context, "context": {"cluster": "k", "user": "u"}}],
+                "current-context": context,
+            }
+        )
+    )
+
+
+def test_kubeconfig_file_and_overrides(tmp_path: Path) -> None:
+    kc = tmp_path / "kc"
+    write_kubeconfig(kc, "https://10.9.9.9:6443", "kctoken")
+    cfg = load_configuration(empty_params() | {"kubeconfig": str(kc)})
+    assert cfg.host == "https://10.9.9.9:6443"
+    assert Client(cfg)._headers(None)["authorization"] == "Bearer kctoken"
+    cfg = load_configuration(empty_params() | {"kubeconfig": str(kc), "api_key": "override", "host": "https://x:1"})
+    assert cfg.host == "https://x:1"
+    assert Client(cfg)._headers(None)["authorization"] == "Bearer override"
+
+
+def test_kubeconfig_as_dict(tmp_path: Path) -> None:
+    kc = tmp_path / "kc"
+    write_kubeconfig(kc, "https://10.1.1.1:6443", "t")
+    cfg = load_configuration(empty_params() | {"kubeconfig": yaml.safe_load(kc.read_text())})
+    assert cfg.host == "https://10.1.1.1:6443"
+
+
+def test_missing_kubeconfig_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(errors.ConfigError, match="does not exist"):
+        load_configuration(empty_params() | {"kubeconfig": str(tmp_path / "nope")})
+
+
+def test_unknown_context_is_a_config_error(tmp_path: Path) -> None:
+    kc = tmp_path / "kc"
+    write_kubeconfig(kc, "https://10.1.1.1:6443", "t")
+    with pytest.raises(errors.ConfigError, match="Cannot load the Kubernetes configuration"):
+        load_configuration(empty_params() | {"kubeconfig": str(kc), "context": "nope"})
+
+
+def test_nothing_configured_says_what_to_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(errors.ConfigError, match="No Kubernetes connection configured"):
+        load_configuration(empty_params())
+
+
+def test_missing_ca_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(errors.ConfigError, match="ca_cert file"):
+        load_configuration(empty_params() | {"host": "https://h:1", "api_key": "t", "ca_cert": str(tmp_path / "x")})
+
+
+def test_basic_auth_header() -> None:
+    cfg = load_configuration(empty_params() | {"host": "https://h:1", "username": "ann", "password": "pw"})
+    assert Client(cfg)._headers(None)["Authorization"].startswith("Basic ")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls", "text"),
+    [
+        (401, {"message": "Unauthorized"}, errors.Unauthorized, "rejected the credentials"),
+        (403, {"message": "nodes is forbidden"}, errors.Forbidden, "Grant the user RBAC"),
+        (404, {"reason": "NotFound", "details": {"name": "n1", "kind": "nodes"}}, errors.NotFound, "Not found"),
+        (404, {"reason": "NotFound", "message": "the server could not find the requested resource"},
+         errors.MissingResourceType, "nodeops.maintenance.crds"),
+        (409, {"message": "the object has been modified"}, errors.Conflict, "Conflict"),
+        (422, {"message": "spec.requestorID: Invalid value"}, errors.Invalid, "rejected"),
+        (500, {"message": "boom"}, errors.K8sError, "HTTP 500"),
+    ],
+)
+def test_error_mapping(status: int, body: dict[str, object], cls: type, text: str) -> None:
+    import json
+
+    client = Client(load_configuration(empty_params() | {"host": "https://h:1", "api_key": "t"}))
+    err = client._error(status, json.dumps(body), "GET", "/x", "")
+    assert err.__class__ is cls
+    assert text in err.msg
+    assert err.to_result()["status"] == status
+
+
+def test_unreachable_api_says_so() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = Client(load_configuration(empty_params() | {"host": f"https://127.0.0.1:{port}", "api_key": "t"}))
+    with pytest.raises(errors.Unreachable, match=f"Cannot reach the Kubernetes API at https://127.0.0.1:{port}"):
+        client.server_version()
+
+
+def test_resource_paths() -> None:
+    assert NODES.path(name="n1") == "/api/v1/nodes/n1"
+    assert PODS.path("ns", "p", "eviction") == "/api/v1/namespaces/ns/pods/p/eviction"
+    assert PODS.path() == "/api/v1/pods"
+    assert NODE_MAINTENANCES.path("default", "a/b") == (
+        "/apis/maintenance.nvidia.com/v1alpha1/namespaces/default/nodemaintenances/a%2Fb"
+    )
