@@ -37,7 +37,7 @@ binaries: venv
 lint: venv
 	@echo "== ruff"
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check plugins/module_utils tests/cluster
+	$(BIN)/ruff format --check .
 
 unit: venv
 	@echo "== unit tests"

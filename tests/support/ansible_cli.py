@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 BIN = Path(sys.executable).parent
+CALLBACKS = Path(__file__).resolve().parent / "callback"
 
 
 @dataclass
@@ -29,8 +30,10 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_") and k != "KUBECONFIG"}
     env.update(
         {
-            "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+            "ANSIBLE_STDOUT_CALLBACK": "result_json",
+            "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+            "ANSIBLE_DEPRECATION_WARNINGS": "0",
             "ANSIBLE_LOCALHOST_WARNING": "0",
             "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
             "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
@@ -57,9 +60,9 @@ def run_module(
         cmd.append("--diff")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(env), timeout=timeout, check=False)
     try:
-        doc = json.loads(proc.stdout)
-        result = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError) as exc:
+        line = next(line for line in proc.stdout.splitlines() if line.startswith("{"))
+        result = json.loads(line)["result"]
+    except (StopIteration, ValueError, KeyError) as exc:
         raise AssertionError(
             f"no JSON result from {cmd}: rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
         ) from exc

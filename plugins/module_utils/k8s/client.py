@@ -382,8 +382,20 @@ class Client:
             what=f"apply {res.kind or res.plural} {meta['name']}",
         )
 
-    def delete(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
-        return self.request("DELETE", res.path(namespace, name), what=f"delete {res.kind or res.plural} {name}")
+    def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any]:
+        return self.request(
+            "DELETE",
+            res.path(namespace, name),
+            query={"dryRun": "All" if dry_run else None, "propagationPolicy": propagation_policy},
+            what=f"delete {res.kind or res.plural} {name}",
+        )
 
     def server_version(self) -> dict[str, Any]:
         return self.request("GET", "/version", what="get the server version")
