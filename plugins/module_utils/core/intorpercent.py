@@ -1,0 +1,49 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Int-or-percent values (``3`` or ``"20%"``), as Kubernetes' intstr, with the rounding made explicit.
+
+Pure: used by the scheduler (maxParallelOperations rounds up, maxUnavailable rounds down) and the
+health rules (minHealthy / maxUnhealthy round up), and shipped to the node agent (standard library only).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_PERCENT = re.compile(r"^(\d+)%$")
+
+
+class IntOrPercentError(ValueError):
+    """A value that is neither an integer nor a whole percentage; the message names the field."""
+
+
+def parse(value: object, field: str) -> tuple[int, bool]:
+    """``(number, is_percent)`` for ``3``, ``"3"`` is refused, ``"20%"`` gives ``(20, True)``.
+
+    Booleans and fractional or signed percentages are refused with a message that names ``field``.
+    """
+    if isinstance(value, bool):
+        raise IntOrPercentError(
+            f"{field}: {value!r} is a boolean; use an integer such as 3 or a percentage such as '20%'."
+        )
+    if isinstance(value, int):
+        return value, False
+    if isinstance(value, str):
+        match = _PERCENT.match(value.strip())
+        if match:
+            return int(match.group(1)), True
+        raise IntOrPercentError(
+            f"{field}: {value!r} is not an integer or a whole percentage; use for example 3 or '20%' "
+            "(a number in quotes, a fraction or a sign in a percentage is not accepted)."
+        )
+    raise IntOrPercentError(f"{field}: {value!r} must be an integer or a percentage string such as '20%'.")
+
+
+def scaled(value: object, total: int, round_up: bool, field: str) -> int:
+    """The absolute number ``value`` stands for out of ``total`` (an int is returned as it is)."""
+    number, is_percent = parse(value, field)
+    if not is_percent:
+        return number
+    exact = number * total / 100
+    return math.ceil(exact) if round_up else math.floor(exact)
