@@ -1,7 +1,7 @@
 """Fixtures for integration tests: a real control plane with kwok nodes (tests/cluster).
 
 ``cluster`` (session): binaries built or reused by ``cluster/build.py``, processes started by
-``cluster.launcher.Cluster`` in ``.build/test-cluster``, stopped at the end of the session (and
+``cluster.launcher.Cluster`` in ``.build/test-cluster-<pid>``, stopped at the end of the session (and
 at interpreter exit or SIGTERM if the session dies). ``api``: a ``kubernetes.client.ApiClient``
 with the admin bearer token. ``namespace``: a fresh namespace per test.
 
@@ -10,6 +10,8 @@ When an integration test fails, the tail of every component's log is added to it
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 from cluster import kwok
 from cluster.build import build
-from cluster.launcher import Cluster
+from cluster.launcher import Cluster, stop_recorded
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -25,15 +27,28 @@ CLUSTER_KEY = pytest.StashKey[Cluster]()
 INTEGRATION_DIR = Path(__file__).resolve().parent
 
 
-# One work directory per checkout: a session killed with SIGKILL leaves its pids.json here, and
-# the next session's start() stops those processes before starting its own.
-WORKDIR = INTEGRATION_DIR.parent.parent / ".build" / "test-cluster"
+# One work directory per pytest process, named after its PID, so that sessions can run side by
+# side. A session killed with SIGKILL leaves its directory and processes behind: the next session
+# stops the processes recorded there (by PID, checked against the binary) and removes it.
+BUILD_DIR = INTEGRATION_DIR.parent.parent / ".build"
+
+
+def reap_dead_sessions() -> None:
+    for workdir in BUILD_DIR.glob("test-cluster-*"):
+        owner = workdir.name.rsplit("-", 1)[-1]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            stopped = stop_recorded(workdir)
+            if stopped:
+                print(f"[cluster] stopped processes of a dead test session: {', '.join(stopped)}")
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     bindir = build()
-    control_plane = Cluster(WORKDIR, bindir)
+    reap_dead_sessions()
+    workdir = BUILD_DIR / f"test-cluster-{os.getpid()}"
+    control_plane = Cluster(workdir, bindir)
     control_plane.start()
     request.config.stash[CLUSTER_KEY] = control_plane
     try:
@@ -41,6 +56,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     finally:
         control_plane.stop()
         del request.config.stash[CLUSTER_KEY]
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
