@@ -73,7 +73,7 @@ def go_version(go: str) -> tuple[int, int] | None:
 
 
 def find_go(root: Path) -> str:
-    candidates = [os.environ.get("GO"), shutil.which("go"), "/usr/local/go/bin/go"]
+    candidates = [os.environ.get("GO"), shutil.which("go")]
     for cand in candidates:
         if cand and (v := go_version(cand)) and v >= MIN_GO:
             return cand
