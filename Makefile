@@ -38,6 +38,9 @@ lint: venv
 	@echo "== ruff"
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@echo "== mypy (plugins)"
+	cd $(COLLECTIONS) && $(abspath $(BIN))/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(abspath $(BUILD))/mypy-cache \
+	  -p ansible_collections.nodeops.maintenance.plugins
 
 unit: venv
 	@echo "== unit tests"

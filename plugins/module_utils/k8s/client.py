@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -90,14 +91,14 @@ KNOWN_RESOURCES = {
 }
 
 
-def auth_params_from_env(params: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
+def auth_params_from_env(params: dict[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Fill connection options the task left unset from their ``K8S_AUTH_*`` variables."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     out = dict(params)
     for name, spec in AUTH_ARG_SPEC.items():
         if out.get(name) is not None:
             continue
-        raw = environ.get(spec["env"])
+        raw = env.get(spec["env"])
         if raw is None or raw == "":
             continue
         if spec["type"] == "bool":
@@ -208,6 +209,7 @@ class Client:
             tls["assert_hostname"] = configuration.assert_hostname
         if not configuration.verify_ssl:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        self._pool: Any
         if configuration.proxy:
             self._pool = urllib3.ProxyManager(configuration.proxy, **tls)
         else:

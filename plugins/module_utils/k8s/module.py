@@ -45,3 +45,4 @@ class K8sModule(AnsibleModule):
 
     def fail_k8s(self, exc: K8sError, **extra: Any) -> NoReturn:
         self.fail_json(msg=exc.msg, error=exc.to_result(), **extra)
+        raise SystemExit(1)  # not reached: fail_json exits
