@@ -136,16 +136,17 @@ def test_basic_auth_header() -> None:
             errors.MissingResourceType,
             "nodeops.maintenance.crds",
         ),
+        (404, "404 page not found", errors.MissingResourceType, "resource type is not installed"),
         (409, {"message": "the object has been modified"}, errors.Conflict, "Conflict"),
         (422, {"message": "spec.requestorID: Invalid value"}, errors.Invalid, "rejected"),
         (500, {"message": "boom"}, errors.K8sError, "HTTP 500"),
     ],
 )
-def test_error_mapping(status: int, body: dict[str, object], cls: type, text: str) -> None:
+def test_error_mapping(status: int, body: dict[str, object] | str, cls: type, text: str) -> None:
     import json
 
     client = Client(load_configuration(empty_params() | {"host": "https://h:1", "api_key": "t"}))
-    err = client._error(status, json.dumps(body), "GET", "/x", "")
+    err = client._error(status, body if isinstance(body, str) else json.dumps(body), "GET", "/x", "")
     assert err.__class__ is cls
     assert text in err.msg
     assert err.to_result()["status"] == status

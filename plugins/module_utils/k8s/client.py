@@ -294,7 +294,9 @@ class Client:
                 f"Forbidden (403) for {target}: {message}. Grant the user RBAC permission for it.", status, body
             )
         if status == 404:
-            if not (body.get("details") or {}).get("name") and body.get("reason") == "NotFound":
+            # A missing object always names itself in details; a path the server does not serve at
+            # all gets a Status without a name (known group) or plain "404 page not found" text.
+            if not (body.get("details") or {}).get("name"):
                 return MissingResourceType(
                     f"The API server does not serve {path.split('?')[0]} ({target}): the resource type is not "
                     "installed. For NodeMaintenance objects install the CRDs with the nodeops.maintenance.crds "
