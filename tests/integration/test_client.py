@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import venv
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,3 +63,14 @@ def test_stale_write_is_a_conflict(cluster: Any, api: k8s.ApiClient, namespace: 
 def test_unknown_node_is_not_found(cluster: Any) -> None:
     with pytest.raises(errors.NotFound, match="Not found: get Node no-such-node"):
         admin(cluster).get(NODES, "no-such-node")
+
+
+def test_missing_kubernetes_package_is_reported(cluster: Any, tmp_path: Path) -> None:
+    """A Python without the ``kubernetes`` package gets Ansible's missing-library message."""
+    venv.create(tmp_path / "bare", with_pip=False)
+    bare_python = str(tmp_path / "bare" / "bin" / "python")
+    run = run_module(
+        "cordon", {"kubeconfig": str(cluster.kubeconfig), "name": "n"}, env={"ANSIBLE_PYTHON_INTERPRETER": bare_python}
+    )
+    assert run.failed
+    assert "Failed to import the required Python library (kubernetes)" in run.result["msg"]
