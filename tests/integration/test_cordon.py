@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from cluster import kwok
 from kubernetes import client as k8s
 from support.ansible_cli import run_module
@@ -171,3 +172,11 @@ def test_scale_up_avoids_a_cordoned_node(cluster: Any, api: k8s.ApiClient, nodes
 
     assert run_module("cordon", {**token_auth(cluster), "name": nodes[0], "state": "uncordoned"}).result["changed"]
     assert not unschedulable(api, nodes[0])
+
+
+def test_inline_kubeconfig_works_and_its_token_stays_hidden(cluster: Any, api: k8s.ApiClient, nodes: list[str]) -> None:
+    kubeconfig = yaml.safe_load(cluster.kubeconfig_token.read_text())
+    run = run_module("cordon", {"kubeconfig": kubeconfig, "name": nodes[0]})
+    assert not run.failed, run.result
+    assert unschedulable(api, nodes[0])
+    assert cluster.token not in str(run.result)

@@ -168,3 +168,18 @@ def test_resource_paths() -> None:
     assert NODE_MAINTENANCES.path("default", "a/b") == (
         "/apis/maintenance.nvidia.com/v1alpha1/namespaces/default/nodemaintenances/a%2Fb"
     )
+
+
+def test_inline_kubeconfig_secrets_are_found() -> None:
+    from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import kubeconfig_secrets
+
+    kubeconfig = {
+        "users": [
+            {"name": "a", "user": {"token": "tok", "client-certificate-data": "public"}},
+            {"name": "b", "user": {"password": "pw", "username": "ann", "client-key-data": "key"}},
+            {"name": "c", "user": {"auth-provider": {"config": {"id-token": "idt", "refresh-token": "rt"}}}},
+            {"name": "d"},
+        ]
+    }
+    assert kubeconfig_secrets(kubeconfig) == {"tok", "pw", "key", "idt", "rt"}
+    assert kubeconfig_secrets("/path/to/kubeconfig") == set()

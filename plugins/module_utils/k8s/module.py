@@ -16,6 +16,23 @@ from .errors import K8sError
 HAS_KUBERNETES = find_spec("kubernetes") is not None
 
 
+# Fields of a kubeconfig user that must never show in a task's output.
+_KUBECONFIG_SECRETS = ("token", "password", "client-key-data")
+
+
+def kubeconfig_secrets(kubeconfig: Any) -> set[str]:
+    """The secret values inside a kubeconfig given as a dict (tokens, passwords, keys, auth-provider config)."""
+    secrets: set[str] = set()
+    if not isinstance(kubeconfig, dict):
+        return secrets
+    for entry in kubeconfig.get("users") or []:
+        user = (entry or {}).get("user") or {}
+        secrets.update(str(user[k]) for k in _KUBECONFIG_SECRETS if user.get(k))
+        provider_config = (user.get("auth-provider") or {}).get("config") or {}
+        secrets.update(str(v) for v in provider_config.values() if v)
+    return secrets
+
+
 def auth_argument_spec() -> dict[str, dict[str, Any]]:
     """The connection options as AnsibleModule wants them (the env names are resolved by the client)."""
     return {name: {k: v for k, v in spec.items() if k != "env"} for name, spec in AUTH_ARG_SPEC.items()}
@@ -30,6 +47,8 @@ class K8sModule(AnsibleModule):
         super().__init__(argument_spec=spec, **kwargs)
         self._pool_size = pool_size
         self._client: Client | None = None
+        # An inline kubeconfig carries credentials: keep them out of the result's invocation.
+        self.no_log_values.update(kubeconfig_secrets(self.params.get("kubeconfig")))
         if not HAS_KUBERNETES:
             self.fail_json(msg=missing_required_lib("kubernetes"))
 
