@@ -935,8 +935,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         bindir = args.bindir or _build_bindir()
         cluster = Cluster(workdir, bindir).start(timeout=args.timeout, stop_on_exit=False)
         print(f"[cluster] Kubernetes {cluster.k8s_version} ready at {cluster.server} in {cluster.startup_seconds:.1f}s")
-        print(f"[cluster] logs: {cluster.logdir}; stop with: python {Path(__file__).name} down")
-        print(cluster.kubeconfig)
+        print(f"[cluster] logs: {cluster.logdir}; stop with: make cluster-down (python {__file__} down)")
+        print(f"[cluster] kubectl: {cluster.bindir / 'kubectl'}")
+        print(f"[cluster] kubeconfig: {cluster.kubeconfig}")
         print(f"export KUBECONFIG={cluster.kubeconfig}")
         return 0
     if args.command == "down":
