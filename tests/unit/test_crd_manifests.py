@@ -16,6 +16,11 @@ import yaml
 FILES = Path(__file__).resolve().parents[2] / "roles" / "crds" / "files"
 NM_FILE = FILES / "maintenance.nvidia.com_nodemaintenances.yaml"
 CONFIG_FILE = FILES / "maintenance.nvidia.com_maintenanceoperatorconfigs.yaml"
+NHC_FILE = FILES / "remediation.medik8s.io_nodehealthchecks.yaml"
+SNR_FILE = FILES / "self-node-remediation.medik8s.io_selfnoderemediations.yaml"
+SNRT_FILE = FILES / "self-node-remediation.medik8s.io_selfnoderemediationtemplates.yaml"
+SNRC_FILE = FILES / "self-node-remediation.medik8s.io_selfnoderemediationconfigs.yaml"
+REMEDIATION_FILES = [NHC_FILE, SNR_FILE, SNRT_FILE, SNRC_FILE]
 DNS_LIKE = "2-63 chars of DNS-name form"
 
 
@@ -83,7 +88,7 @@ def test_identity(path: Path, plural: str, kind: str) -> None:
     assert v["subresources"] == {"status": {}}
 
 
-@pytest.mark.parametrize("path", [NM_FILE, CONFIG_FILE])
+@pytest.mark.parametrize("path", [NM_FILE, CONFIG_FILE, *REMEDIATION_FILES])
 def test_schema_is_structural(path: Path) -> None:
     """Every node has a type (or is int-or-string / preserves unknown fields), as apiextensions/v1 wants."""
     for where, node in walk(schema(load(path))):
@@ -243,3 +248,163 @@ def test_config_percent_rule(config_crd: dict[str, Any], field: str, value: str,
 def test_role_ships_both_files() -> None:
     role_vars = yaml.safe_load((FILES.parent / "vars" / "main.yml").read_text())
     assert role_vars["_crds_definitions_files"] == [NM_FILE.name, CONFIG_FILE.name]
+    assert role_vars["_crds_remediation_definitions_files"] == [p.name for p in REMEDIATION_FILES]
+    defaults = yaml.safe_load((FILES.parent / "defaults" / "main.yml").read_text())
+    assert defaults["crds_remediation"] is True
+
+
+# -- medik8s remediation CRDs ----------------------------------------------------------------
+DURATION = "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+
+
+@pytest.mark.parametrize(
+    ("path", "group", "plural", "kind", "scope", "short"),
+    [
+        (NHC_FILE, "remediation.medik8s.io", "nodehealthchecks", "NodeHealthCheck", "Cluster", "nhc"),
+        (
+            SNR_FILE,
+            "self-node-remediation.medik8s.io",
+            "selfnoderemediations",
+            "SelfNodeRemediation",
+            "Namespaced",
+            "snr",
+        ),
+        (
+            SNRT_FILE,
+            "self-node-remediation.medik8s.io",
+            "selfnoderemediationtemplates",
+            "SelfNodeRemediationTemplate",
+            "Namespaced",
+            "snrt",
+        ),
+        (
+            SNRC_FILE,
+            "self-node-remediation.medik8s.io",
+            "selfnoderemediationconfigs",
+            "SelfNodeRemediationConfig",
+            "Namespaced",
+            "snrc",
+        ),
+    ],
+)
+def test_remediation_identity(path: Path, group: str, plural: str, kind: str, scope: str, short: str) -> None:
+    crd = load(path)
+    assert crd["metadata"]["name"] == f"{plural}.{group}"
+    assert path.name == f"{group}_{plural}.yaml"
+    names = crd["spec"]["names"]
+    assert (crd["spec"]["group"], crd["spec"]["scope"]) == (group, scope)
+    assert (names["kind"], names["plural"], names["listKind"], names["shortNames"]) == (
+        kind,
+        plural,
+        kind + "List",
+        [short],
+    )
+    v = version(crd)
+    assert (v["served"], v["storage"], v["subresources"]) == (True, True, {"status": {}})
+
+
+def test_snr_config_defaults_and_minimums() -> None:
+    root = schema(load(SNRC_FILE))
+    assert rules(root) == ["self.metadata.name == 'self-node-remediation-config'"]
+    props = root["properties"]["spec"]["properties"]
+    defaults = {name: node.get("default") for name, node in props.items()}
+    assert defaults == {
+        "safeTimeToAssumeNodeRebootedSeconds": None,
+        "watchdogFilePath": "/dev/watchdog",
+        "isSoftwareRebootEnabled": True,
+        "apiServerTimeout": "5s",
+        "apiCheckInterval": "15s",
+        "peerApiServerTimeout": "5s",
+        "peerDialTimeout": "5s",
+        "peerRequestTimeout": "7s",
+        "peerUpdateInterval": "15m",
+        "maxApiErrorThreshold": 3,
+        "endpointHealthCheckUrl": None,
+        "hostPort": 30001,
+        "customDsTolerations": None,
+        "customDsNodeSelectorRequirements": None,
+        "minPeersForRemediation": 1,
+    }
+    minimums = {
+        "apiServerTimeout": "10ms",
+        "apiCheckInterval": "1s",
+        "peerApiServerTimeout": "10ms",
+        "peerDialTimeout": "10ms",
+        "peerRequestTimeout": "10ms",
+        "peerUpdateInterval": "10s",
+    }
+    for name, minimum in minimums.items():
+        assert props[name]["pattern"] == DURATION, name
+        assert rules(props[name]) == [f"duration(self) >= duration('{minimum}')"], name
+    assert (props["maxApiErrorThreshold"]["minimum"], props["hostPort"]["minimum"]) == (1, 1)
+    assert props["minPeersForRemediation"]["minimum"] == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [("300s", True), ("1h30m", True), ("1.5h", True), ("10µs", True), ("5", False), ("5 m", False), ("-5s", False)],
+)
+def test_duration_pattern(value: str, ok: bool) -> None:
+    assert (re.search(DURATION, value) is not None) is ok
+
+
+def test_strategy_enum_and_default() -> None:
+    snr = schema(load(SNR_FILE))["properties"]["spec"]["properties"]["remediationStrategy"]
+    template = schema(load(SNRT_FILE))["properties"]["spec"]["properties"]["template"]
+    strategy = template["properties"]["spec"]["properties"]["remediationStrategy"]
+    for node in (snr, strategy):
+        assert node["enum"] == ["Automatic", "ResourceDeletion", "OutOfServiceTaint"]
+        assert node["default"] == "Automatic"
+    status = schema(load(SNR_FILE))["properties"]["status"]["properties"]
+    assert set(status) == {"phase", "timeAssumedRebooted", "lastError", "conditions"}
+
+
+def test_nhc_spec_and_status() -> None:
+    root = schema(load(NHC_FILE))
+    spec = root["properties"]["spec"]
+    assert set(spec["properties"]) == {
+        "selector",
+        "unhealthyConditions",
+        "minHealthy",
+        "maxUnhealthy",
+        "remediationTemplate",
+        "escalatingRemediations",
+        "pauseRequests",
+        "healthyDelay",
+        "stormCooldownDuration",
+    }
+    assert rules(spec) == [
+        "has(self.minHealthy) != has(self.maxUnhealthy)",
+        "has(self.remediationTemplate) != has(self.escalatingRemediations)",
+    ]
+    conditions = spec["properties"]["unhealthyConditions"]
+    assert conditions["default"] == [
+        {"type": "Ready", "status": "False", "duration": "300s"},
+        {"type": "Ready", "status": "Unknown", "duration": "300s"},
+    ]
+    assert conditions["x-kubernetes-list-map-keys"] == ["type", "status"]
+    assert conditions["items"]["properties"]["duration"]["pattern"] == DURATION
+    assert "default" not in spec["properties"]["minHealthy"]  # no default since upstream v0.10
+    escalation = spec["properties"]["escalatingRemediations"]
+    assert escalation["x-kubernetes-list-map-keys"] == ["order"]
+    assert rules(escalation["items"]) == ["duration(self.timeout) >= duration('60s')"]
+    assert spec["properties"]["healthyDelay"]["pattern"] == "^-?" + DURATION[1:]
+    status = root["properties"]["status"]["properties"]
+    assert {"observedNodes", "healthyNodes", "unhealthyNodes", "inFlightRemediations", "conditions", "phase"} <= set(
+        status
+    )
+    assert set(status["unhealthyNodes"]["items"]["properties"]) == {
+        "name",
+        "remediations",
+        "conditionsHealthyTimestamp",
+        "healthyDelayed",
+    }
+
+
+@pytest.mark.parametrize(("value", "ok"), [("51%", True), ("100%", True), ("0%", True), ("101%", False), ("5", False)])
+def test_nhc_percent_rule(value: str, ok: bool) -> None:
+    node = schema(load(NHC_FILE))["properties"]["spec"]["properties"]["minHealthy"]
+    (rule,) = rules(node)
+    pattern = re.search(r"self\.matches\('(.+)'\)", rule)
+    assert pattern
+    assert (re.search(pattern.group(1), value) is not None) is ok

@@ -1,0 +1,61 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Go-style durations ("300s", "5m", "1h30m", "1.5h", "-10s") as the medik8s objects carry them.
+
+Pure and standard library only (shipped to the node agent): the same grammar as Go's
+``time.ParseDuration`` and the CRDs' pattern, an optional sign, then one or more of a decimal number
+with a unit ``ns``, ``us`` (``µs``), ``ms``, ``s``, ``m`` or ``h``; ``"0"`` alone is zero.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_WHOLE = re.compile(r"^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$")
+
+
+class DurationError(ValueError):
+    """A value that is not a Go-style duration; the message names the field."""
+
+
+def parse_duration(value: object, field: str, allow_negative: bool = False) -> float:
+    """Seconds (a float) for a duration string such as ``"1h30m"``; errors name ``field``.
+
+    Only strings are accepted (a bare number has no unit: ``15`` could mean seconds or nanoseconds).
+    Negative durations are refused unless ``allow_negative`` (NodeHealthCheck's healthyDelay).
+    """
+    if not isinstance(value, str):
+        raise DurationError(
+            f"{field}: {value!r} is not a duration; give a string with a unit such as '15s', '5m' or '1h30m'."
+        )
+    text = value.strip()
+    if text == "0":
+        return 0.0
+    if not _WHOLE.match(text):
+        raise DurationError(
+            f"{field}: {value!r} is not a duration; use numbers with units ns, us, ms, s, m or h, "
+            "for example '300s', '5m', '1h30m' or '1.5h'."
+        )
+    sign = -1.0 if text.startswith("-") else 1.0
+    seconds = sum(float(number) * _UNITS[unit] for number, unit in _PART.findall(text.lstrip("+-")))
+    if sign < 0 and seconds > 0 and not allow_negative:
+        raise DurationError(f"{field}: {value!r} is negative; give a duration of 0 or more such as '15s'.")
+    return sign * seconds
+
+
+def format_duration(seconds: float) -> str:
+    """A short Go-style spelling of ``seconds`` (``90`` -> ``"1m30s"``), for messages."""
+    sign = "-" if seconds < 0 else ""
+    rest = abs(seconds)
+    hours, rest = divmod(rest, 3600)
+    minutes, rest = divmod(rest, 60)
+    parts = []
+    if hours:
+        parts.append(f"{int(hours)}h")
+    if minutes:
+        parts.append(f"{int(minutes)}m")
+    if rest or not parts:
+        parts.append(f"{rest:g}s")
+    return sign + "".join(parts)

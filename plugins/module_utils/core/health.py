@@ -1,0 +1,724 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Evaluation of a NodeHealthCheck: which nodes are unhealthy, which get a remediation, which
+remediation objects go, and when to look again.
+
+Pure, standard library only (time is the ``now`` parameter). Semantics of medik8s Node Health Check
+(reference B.2), as a single pass over data the caller read:
+
+* ``nodes``: every Node object of the cluster (dicts as the API returns them); the spec's selector
+  picks the observed ones, and a remediation object whose node is not among them is an orphan.
+* ``remediations``: the remediation objects this NodeHealthCheck owns (for example its
+  SelfNodeRemediations); a remediation belongs to the node named by its annotation
+  ``remediation.medik8s.io/node-name``, else by its name.
+* ``maintenance``: names of nodes under maintenance (a NodeMaintenance in progress).
+
+Rules: a node is unhealthy when one of ``unhealthyConditions`` has had its status for strictly longer
+than its duration since ``lastTransitionTime``; a node that will become unhealthy ("soon") is neither
+counted healthy nor cleaned up, and ``requeue_after`` says when to look again; a node counts healthy
+only when no remediation object of it remains; new remediations (and escalations) need
+``healthy >= minHealthy`` (or ``observed - maxUnhealthy``, percentages rounded up), no
+``pauseRequests``, a node not under maintenance and not labelled
+``remediation.medik8s.io/exclude-from-remediation=true``, and at most one control-plane node with a
+remediation at a time; ``healthyDelay`` is waited before a recovered node's remediation objects are
+deleted (negative: until the node is annotated ``remediation.medik8s.io/manually-confirmed-healthy``);
+``escalatingRemediations`` are tried in ``order``, each until its ``timeout``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .duration import DurationError, parse_duration
+from .intorpercent import IntOrPercentError, parse, scaled
+from .labelselector import SelectorError, matches, validate
+
+EXCLUDE_LABEL = "remediation.medik8s.io/exclude-from-remediation"
+NODE_NAME_ANNOTATION = "remediation.medik8s.io/node-name"
+TEMPLATE_NAME_ANNOTATION = "remediation.medik8s.io/template-name"
+TIMED_OUT_ANNOTATION = "remediation.medik8s.io/nhc-timed-out"
+HEALTHY_DELAY_ANNOTATION = "remediation.medik8s.io/healthy-delay"
+CONFIRMED_HEALTHY_ANNOTATION = "remediation.medik8s.io/manually-confirmed-healthy"
+CONTROL_PLANE_CR_LABEL = "remediation.medik8s.io/isControlPlaneNode"
+#: UTC; ``datetime.UTC`` needs Python 3.11 and the node agent runs on 3.9.
+UTC = timezone.utc  # noqa: UP017
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+
+DEFAULT_UNHEALTHY_CONDITIONS: tuple[dict[str, str], ...] = (
+    {"type": "Ready", "status": "False", "duration": "300s"},
+    {"type": "Ready", "status": "Unknown", "duration": "300s"},
+)
+#: Retry interval for a node blocked by another control-plane remediation or by maintenance.
+BLOCKED_RETRY_SECONDS = 60.0
+#: Requeue slack after a deadline: the rule is strict (> duration), so look just after it.
+REQUEUE_SLACK_SECONDS = 1.0
+
+
+class Code:
+    """Stable per-node decision codes."""
+
+    HEALTHY = "Healthy"  # no listed condition matches, no remediation object left
+    SOON_UNHEALTHY = "SoonUnhealthy"  # a listed condition matches but its duration has not passed
+    REMEDIATE = "Remediate"  # a new remediation object is to be created
+    ESCALATE = "Escalate"  # the current remediation timed out; the next template's object is created
+    REMEDIATING = "Remediating"  # a remediation object is in progress; nothing to do
+    NO_TEMPLATE_LEFT = "NoTemplateLeft"  # every escalating remediation timed out
+    SKIPPED_MIN_HEALTHY = "SkippedMinHealthy"
+    SKIPPED_PAUSED = "SkippedPaused"
+    SKIPPED_MAINTENANCE = "SkippedMaintenance"
+    SKIPPED_EXCLUDED = "SkippedExcluded"
+    SKIPPED_CONTROL_PLANE = "SkippedControlPlane"  # another control-plane node is being remediated
+    RECOVERING = "Recovering"  # healthy again; its remediation objects are being deleted
+    HEALTHY_DELAYED = "HealthyDelayed"  # healthy again; waiting healthyDelay before deleting
+    AWAITING_CONFIRMATION = "AwaitingConfirmation"  # negative healthyDelay: waits for the annotation
+
+
+#: Codes of nodes that count as healthy.
+HEALTHY_CODES = frozenset({Code.HEALTHY})
+#: Codes of nodes that are unhealthy now (their conditions match).
+UNHEALTHY_CODES = frozenset(
+    {
+        Code.REMEDIATE,
+        Code.ESCALATE,
+        Code.REMEDIATING,
+        Code.NO_TEMPLATE_LEFT,
+        Code.SKIPPED_MIN_HEALTHY,
+        Code.SKIPPED_PAUSED,
+        Code.SKIPPED_MAINTENANCE,
+        Code.SKIPPED_EXCLUDED,
+        Code.SKIPPED_CONTROL_PLANE,
+    }
+)
+
+
+class HealthSpecError(ValueError):
+    """A NodeHealthCheck spec (or input) the evaluation cannot use; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """One remediation template: the classic one (no order, no timeout) or an escalation step."""
+
+    reference: Mapping[str, Any]  # the ObjectReference as in the spec
+    order: int | None = None
+    timeout_seconds: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return str(self.reference.get("kind", ""))
+
+    @property
+    def name(self) -> str:
+        return str(self.reference.get("name", ""))
+
+    @property
+    def remediation_kind(self) -> str:
+        """The kind of the objects it makes: the template's kind without the ``Template`` suffix."""
+        return self.kind[: -len("Template")] if self.kind.endswith("Template") else self.kind
+
+
+@dataclass(frozen=True)
+class RemediationRef:
+    """A remediation object, by what is needed to patch or delete it."""
+
+    node: str
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+        }
+
+
+@dataclass(frozen=True)
+class RemediationRequest:
+    """A remediation object to create for ``node`` from ``template``."""
+
+    node: str
+    template: Template
+    control_plane: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "template": dict(self.template.reference),
+            "order": self.template.order,
+            "timeout_seconds": self.template.timeout_seconds,
+            "control_plane": self.control_plane,
+        }
+
+
+@dataclass(frozen=True)
+class NodeDecision:
+    node: str
+    code: str
+    reason: str
+    control_plane: bool = False
+    matched_conditions: tuple[str, ...] = ()  # "Ready=Unknown" of the conditions that match
+    remediations: tuple[str, ...] = ()  # names of the node's remediation objects
+
+    @property
+    def healthy(self) -> bool:
+        return self.code in HEALTHY_CODES
+
+    @property
+    def unhealthy(self) -> bool:
+        return self.code in UNHEALTHY_CODES
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "code": self.code,
+            "reason": self.reason,
+            "control_plane": self.control_plane,
+            "matched_conditions": list(self.matched_conditions),
+            "remediations": list(self.remediations),
+        }
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of one pass; sequences are sorted by node name, so equal input gives equal output."""
+
+    observed: int
+    healthy: int
+    min_healthy: int
+    min_healthy_met: bool
+    paused: bool
+    decisions: tuple[NodeDecision, ...]
+    to_remediate: tuple[RemediationRequest, ...] = ()
+    to_delete: tuple[RemediationRef, ...] = ()
+    to_mark_timed_out: tuple[RemediationRef, ...] = ()  # annotate remediation.medik8s.io/nhc-timed-out
+    to_mark_healthy: tuple[RemediationRef, ...] = ()  # annotate remediation.medik8s.io/healthy-delay=now
+    confirmations_to_clear: tuple[str, ...] = ()  # nodes whose manually-confirmed-healthy annotation goes
+    requeue_after: float | None = None  # seconds until the next pass should look again
+    messages: tuple[str, ...] = field(default=())  # warnings for events (e.g. an empty exclude label)
+
+    @property
+    def unhealthy_nodes(self) -> tuple[str, ...]:
+        return tuple(d.node for d in self.decisions if d.unhealthy)
+
+    @property
+    def phase(self) -> str:
+        """NodeHealthCheck status phase (Disabled is decided by the caller): Paused, Remediating or Enabled."""
+        if self.paused:
+            return "Paused"
+        if any(d.remediations and d.code not in HEALTHY_CODES for d in self.decisions):
+            return "Remediating"
+        return "Enabled"
+
+    def decision(self, node: str) -> NodeDecision:
+        return next(d for d in self.decisions if d.node == node)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "observed": self.observed,
+            "healthy": self.healthy,
+            "min_healthy": self.min_healthy,
+            "min_healthy_met": self.min_healthy_met,
+            "paused": self.paused,
+            "phase": self.phase,
+            "unhealthy_nodes": list(self.unhealthy_nodes),
+            "decisions": [d.as_dict() for d in self.decisions],
+            "to_remediate": [r.as_dict() for r in self.to_remediate],
+            "to_delete": [r.as_dict() for r in self.to_delete],
+            "to_mark_timed_out": [r.as_dict() for r in self.to_mark_timed_out],
+            "to_mark_healthy": [r.as_dict() for r in self.to_mark_healthy],
+            "confirmations_to_clear": list(self.confirmations_to_clear),
+            "requeue_after": self.requeue_after,
+            "messages": list(self.messages),
+        }
+
+
+# -- small readers ----------------------------------------------------------------------------
+def parse_time(value: object, field: str) -> datetime:
+    """An RFC 3339 timestamp (``2026-01-02T03:04:05Z``, fractions and offsets allowed) as aware UTC."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str):
+        raise HealthSpecError(f"{field}: {value!r} is not a timestamp such as '2026-01-02T03:04:05Z'.")
+    text = value.strip()
+    match = re.match(r"^(\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?$", text)
+    if not match:
+        raise HealthSpecError(f"{field}: {value!r} is not a timestamp such as '2026-01-02T03:04:05Z'.")
+    base, fraction, zone = match.groups()
+    micro = (fraction or ".0")[1:7].ljust(6, "0")
+    zone = "+00:00" if zone in (None, "Z", "z") else zone
+    stamp = datetime.fromisoformat(f"{base.replace('t', 'T').replace(' ', 'T')}.{micro}{zone}")
+    return stamp.astimezone(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with a Z, as Kubernetes writes it."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(_meta(obj).get("name", ""))
+
+
+def is_control_plane(node: Mapping[str, Any]) -> bool:
+    labels = _meta(node).get("labels") or {}
+    return any(label in labels for label in CONTROL_PLANE_LABELS)
+
+
+def remediation_node(remediation: Mapping[str, Any]) -> str:
+    """The node a remediation object is for: its node-name annotation, else its name."""
+    annotations = _meta(remediation).get("annotations") or {}
+    return str(annotations.get(NODE_NAME_ANNOTATION) or _name(remediation))
+
+
+def _condition(obj: Mapping[str, Any], ctype: str) -> str | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return cond.get("status")
+    return None
+
+
+def _ref(remediation: Mapping[str, Any]) -> RemediationRef:
+    meta = _meta(remediation)
+    return RemediationRef(
+        node=remediation_node(remediation),
+        api_version=str(remediation.get("apiVersion", "")),
+        kind=str(remediation.get("kind", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+    )
+
+
+# -- the spec ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Condition:
+    type: str
+    status: str
+    seconds: float
+
+
+def _conditions(spec: Mapping[str, Any]) -> list[_Condition]:
+    raw = spec.get("unhealthyConditions")
+    if raw is None:
+        raw = DEFAULT_UNHEALTHY_CONDITIONS
+    if not isinstance(raw, (list, tuple)):
+        raise HealthSpecError("spec.unhealthyConditions: must be a list of {type, status, duration}.")
+    out = []
+    for index, cond in enumerate(raw):
+        where = f"spec.unhealthyConditions[{index}]"
+        if not isinstance(cond, Mapping) or not cond.get("type") or not cond.get("status"):
+            raise HealthSpecError(f"{where}: needs type, status and duration (for example Ready, Unknown, 300s).")
+        try:
+            seconds = parse_duration(cond.get("duration"), f"{where}.duration")
+        except DurationError as err:
+            raise HealthSpecError(str(err)) from err
+        out.append(_Condition(str(cond["type"]), str(cond["status"]), seconds))
+    return out
+
+
+def _templates(spec: Mapping[str, Any]) -> list[Template]:
+    classic = spec.get("remediationTemplate")
+    escalating = spec.get("escalatingRemediations")
+    if bool(classic) == bool(escalating):
+        raise HealthSpecError(
+            "spec: set exactly one of remediationTemplate and escalatingRemediations "
+            f"(got {'both' if classic else 'neither'})."
+        )
+    if classic:
+        _check_reference(classic, "spec.remediationTemplate")
+        return [Template(classic)]
+    if not isinstance(escalating, list):
+        raise HealthSpecError("spec.escalatingRemediations: must be a list of {remediationTemplate, order, timeout}.")
+    steps = []
+    orders: set[int] = set()
+    for index, step in enumerate(escalating):
+        where = f"spec.escalatingRemediations[{index}]"
+        if not isinstance(step, Mapping):
+            raise HealthSpecError(f"{where}: must be a mapping with remediationTemplate, order and timeout.")
+        _check_reference(step.get("remediationTemplate"), f"{where}.remediationTemplate")
+        order = step.get("order")
+        if isinstance(order, bool) or not isinstance(order, int):
+            raise HealthSpecError(f"{where}.order: {order!r} must be a whole number.")
+        if order in orders:
+            raise HealthSpecError(f"{where}.order: {order} is used twice; each step needs its own order.")
+        orders.add(order)
+        try:
+            timeout = parse_duration(step.get("timeout"), f"{where}.timeout")
+        except DurationError as err:
+            raise HealthSpecError(str(err)) from err
+        steps.append(Template(step["remediationTemplate"], order, timeout))
+    return sorted(steps, key=lambda t: t.order if t.order is not None else 0)
+
+
+def _check_reference(ref: object, where: str) -> None:
+    if not isinstance(ref, Mapping) or not ref.get("kind") or not ref.get("name"):
+        raise HealthSpecError(f"{where}: needs at least kind and name (and apiVersion, namespace).")
+    if not str(ref["kind"]).endswith("Template"):
+        raise HealthSpecError(f"{where}.kind: {ref['kind']!r} must be a template kind ending in 'Template'.")
+
+
+def min_healthy_for(spec: Mapping[str, Any], observed: int) -> int:
+    """The number of healthy nodes new remediations need, from minHealthy or maxUnhealthy (rounded up).
+
+    ``maxUnhealthy`` gives ``observed - scaled(maxUnhealthy)``, never below 0.
+    """
+    has_min, has_max = spec.get("minHealthy") is not None, spec.get("maxUnhealthy") is not None
+    if has_min == has_max:
+        raise HealthSpecError(
+            f"spec: set exactly one of minHealthy and maxUnhealthy (got {'both' if has_min else 'neither'})."
+        )
+    name = "minHealthy" if has_min else "maxUnhealthy"
+    value = spec[name]
+    try:
+        number = parse(value, f"spec.{name}")[0]
+        if number < 0:
+            raise HealthSpecError(f"spec.{name}: {value!r} is negative; give 0 or more, or a percentage.")
+        absolute = scaled(value, observed, True, f"spec.{name}")
+    except IntOrPercentError as err:
+        raise HealthSpecError(str(err)) from err
+    return absolute if has_min else max(0, observed - absolute)
+
+
+def _healthy_delay(spec: Mapping[str, Any]) -> float:
+    value = spec.get("healthyDelay")
+    if value is None:
+        return 0.0
+    try:
+        return parse_duration(value, "spec.healthyDelay", allow_negative=True)
+    except DurationError as err:
+        raise HealthSpecError(str(err)) from err
+
+
+# -- the evaluation ---------------------------------------------------------------------------
+@dataclass
+class _Pass:
+    """Mutable collector used while evaluating; frozen into an Evaluation at the end."""
+
+    decisions: dict[str, NodeDecision] = field(default_factory=dict)
+    to_remediate: list[RemediationRequest] = field(default_factory=list)
+    to_delete: list[RemediationRef] = field(default_factory=list)
+    to_mark_timed_out: list[RemediationRef] = field(default_factory=list)
+    to_mark_healthy: list[RemediationRef] = field(default_factory=list)
+    confirmations_to_clear: list[str] = field(default_factory=list)
+    requeue: list[float] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+    def again_in(self, seconds: float) -> None:
+        self.requeue.append(max(0.0, seconds))
+
+
+def evaluate(
+    spec: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    remediations: Sequence[Mapping[str, Any]],
+    now: datetime,
+    maintenance: Iterable[str] = (),
+) -> Evaluation:
+    """One evaluation pass of a NodeHealthCheck ``spec``; see the module docstring for the rules.
+
+    Raises HealthSpecError naming the field for a spec the API server would refuse.
+    """
+    if not isinstance(spec, Mapping):
+        raise HealthSpecError("spec: must be a mapping (the spec of a NodeHealthCheck).")
+    now = parse_time(now, "now")
+    selector = spec.get("selector")
+    try:
+        validate(selector, "spec.selector")
+    except SelectorError as err:
+        raise HealthSpecError(str(err)) from err
+    conditions = _conditions(spec)
+    templates = _templates(spec)
+    healthy_delay = _healthy_delay(spec)
+    pause_requests = [str(p) for p in spec.get("pauseRequests") or []]
+    under_maintenance = set(maintenance)
+
+    all_names = {_name(n) for n in nodes}
+    selected = sorted((n for n in nodes if matches(selector, _meta(n).get("labels"))), key=_name)
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for rem in sorted(remediations, key=lambda r: (remediation_node(r), _name(r))):
+        by_node.setdefault(remediation_node(rem), []).append(rem)
+    control_plane_names = {_name(n) for n in nodes if is_control_plane(n)}
+
+    work = _Pass()
+    paused = bool(pause_requests)
+
+    # Orphans: remediation objects whose node no longer exists.
+    if not paused:
+        for node_name, rems in by_node.items():
+            if node_name in all_names:
+                continue
+            for rem in rems:
+                expected = _condition(rem, "PermanentNodeDeletionExpected") == "True"
+                if expected and _condition(rem, "Succeeded") != "True":
+                    continue
+                if not _meta(rem).get("deletionTimestamp"):
+                    work.to_delete.append(_ref(rem))
+
+    # Classify every selected node.
+    matching: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
+    healthy = 0
+    for node in selected:
+        name = _name(node)
+        rems = by_node.get(name, [])
+        rem_names = tuple(_name(r) for r in rems)
+        cp = name in control_plane_names
+        matched, soonest = _match(node, conditions, now)
+        if matched:
+            matching.append((node, matched))
+            continue
+        if soonest is not None:
+            work.again_in(soonest + REQUEUE_SLACK_SECONDS)
+            work.decisions[name] = NodeDecision(
+                name,
+                Code.SOON_UNHEALTHY,
+                f"a listed condition holds but for {soonest:.0f}s more its duration has not passed; "
+                "neither counted healthy nor remediated yet",
+                cp,
+                (),
+                rem_names,
+            )
+            continue
+        if not rems:
+            healthy += 1
+            work.decisions[name] = NodeDecision(name, Code.HEALTHY, "no listed condition holds", cp)
+            continue
+        work.decisions[name] = _recovering(node, rems, healthy_delay, now, paused, work)
+
+    observed = len(selected)
+    min_healthy = min_healthy_for(spec, observed)
+    min_met = healthy >= min_healthy
+
+    # Control-plane nodes with a remediation object: at most one at a time.
+    cp_remediated = {node for node, rems in by_node.items() if rems and node in control_plane_names}
+    cp_remediated |= {
+        remediation_node(r) for r in remediations if CONTROL_PLANE_CR_LABEL in (_meta(r).get("labels") or {})
+    }
+
+    for node, matched in matching:
+        name = _name(node)
+        labels = _meta(node).get("labels") or {}
+        cp = name in control_plane_names
+        rems = by_node.get(name, [])
+        rem_names = tuple(_name(r) for r in rems)
+        shown = ", ".join(matched)
+
+        def decide(
+            code: str, reason: str, name: str = name, cp: bool = cp, found: tuple = matched, rems: tuple = rem_names
+        ) -> None:
+            work.decisions[name] = NodeDecision(name, code, reason, cp, found, rems)
+
+        step, current, timed_out = _next_step(rems, templates, now, work)
+        if step is None and current is not None:
+            decide(Code.REMEDIATING, f"unhealthy ({shown}); remediation {_name(current)} is in progress")
+            continue
+        # Something is to be written for this node: a new object, or a timed-out mark.
+        if paused:
+            decide(Code.SKIPPED_PAUSED, f"unhealthy ({shown}); pauseRequests: {', '.join(pause_requests)}")
+            continue
+        if not min_met:
+            decide(
+                Code.SKIPPED_MIN_HEALTHY,
+                f"unhealthy ({shown}); only {healthy} of {observed} nodes are healthy and "
+                f"{min_healthy} are needed before remediating",
+            )
+            continue
+        if name in under_maintenance:
+            work.again_in(BLOCKED_RETRY_SECONDS)
+            decide(Code.SKIPPED_MAINTENANCE, f"unhealthy ({shown}); the node is under maintenance")
+            continue
+        exclude = labels.get(EXCLUDE_LABEL)
+        if exclude == "true":
+            decide(Code.SKIPPED_EXCLUDED, f"unhealthy ({shown}); labelled {EXCLUDE_LABEL}=true")
+            continue
+        if exclude is not None and exclude != "true":
+            work.messages.append(
+                f"{name}: label {EXCLUDE_LABEL}={exclude!r} is not 'true', so the node is not excluded"
+            )
+        if cp and cp_remediated - {name}:
+            work.again_in(BLOCKED_RETRY_SECONDS)
+            others = ", ".join(sorted(cp_remediated - {name}))
+            decide(
+                Code.SKIPPED_CONTROL_PLANE,
+                f"unhealthy ({shown}); control-plane node {others} is being remediated (one at a time)",
+            )
+            continue
+        work.to_mark_timed_out.extend(timed_out)
+        if step is None:
+            decide(Code.NO_TEMPLATE_LEFT, f"unhealthy ({shown}); every escalating remediation timed out")
+            continue
+        if cp:
+            cp_remediated.add(name)
+        work.to_remediate.append(RemediationRequest(name, step, cp))
+        if step.timeout_seconds is not None:
+            work.again_in(step.timeout_seconds + REQUEUE_SLACK_SECONDS)
+        template = f"{step.kind}/{step.name}"
+        if rems:
+            decide(Code.ESCALATE, f"unhealthy ({shown}); the previous remediation timed out, escalating to {template}")
+        else:
+            decide(Code.REMEDIATE, f"unhealthy ({shown}); remediating with {template}")
+
+    return Evaluation(
+        observed=observed,
+        healthy=healthy,
+        min_healthy=min_healthy,
+        min_healthy_met=min_met,
+        paused=paused,
+        decisions=tuple(work.decisions[n] for n in sorted(work.decisions)),
+        to_remediate=tuple(work.to_remediate),
+        to_delete=tuple(sorted(set(work.to_delete), key=_ref_key)),
+        to_mark_timed_out=tuple(sorted(set(work.to_mark_timed_out), key=_ref_key)),
+        to_mark_healthy=tuple(sorted(set(work.to_mark_healthy), key=_ref_key)),
+        confirmations_to_clear=tuple(sorted(set(work.confirmations_to_clear))),
+        requeue_after=_round_up(min(work.requeue)) if work.requeue else None,
+        messages=tuple(work.messages),
+    )
+
+
+def _ref_key(ref: RemediationRef) -> tuple[str, str, str, str]:
+    return (ref.node, ref.kind, ref.namespace, ref.name)
+
+
+def _round_up(seconds: float) -> float:
+    return float(math.ceil(round(seconds, 6)))
+
+
+def _match(
+    node: Mapping[str, Any], conditions: list[_Condition], now: datetime
+) -> tuple[tuple[str, ...], float | None]:
+    """(conditions that match now, seconds until the soonest one that will match) for ``node``."""
+    matched: list[str] = []
+    soonest: float | None = None
+    node_conditions = (node.get("status") or {}).get("conditions") or []
+    for wanted in conditions:
+        for cond in node_conditions:
+            if cond.get("type") != wanted.type or cond.get("status") != wanted.status:
+                continue
+            since = cond.get("lastTransitionTime")
+            if since is None:  # no transition time: it has held for ever
+                matched.append(f"{wanted.type}={wanted.status}")
+                continue
+            start = parse_time(since, f"node {_name(node)}: condition {wanted.type} lastTransitionTime")
+            held = (now - start).total_seconds()
+            if held > wanted.seconds:
+                matched.append(f"{wanted.type}={wanted.status}")
+            else:
+                left = wanted.seconds - held
+                soonest = left if soonest is None else min(soonest, left)
+    return tuple(dict.fromkeys(matched)), (None if matched else soonest)
+
+
+def _template_of(rem: Mapping[str, Any], templates: list[Template]) -> Template | None:
+    annotations = _meta(rem).get("annotations") or {}
+    kind = str(rem.get("kind", ""))
+    wanted = annotations.get(TEMPLATE_NAME_ANNOTATION)
+    for template in templates:
+        if template.remediation_kind == kind and (wanted is None or template.name == wanted):
+            return template
+    return None
+
+
+def _timed_out(rem: Mapping[str, Any], template: Template, now: datetime) -> bool:
+    annotations = _meta(rem).get("annotations") or {}
+    if TIMED_OUT_ANNOTATION in annotations:
+        return True
+    if _condition(rem, "Succeeded") == "False":
+        return True
+    created = _meta(rem).get("creationTimestamp")
+    if template.timeout_seconds is None or created is None:
+        return False
+    started = parse_time(created, f"remediation {_name(rem)}: metadata.creationTimestamp")
+    return now > started + timedelta(seconds=template.timeout_seconds)
+
+
+def _next_step(
+    rems: list[Mapping[str, Any]], templates: list[Template], now: datetime, work: _Pass
+) -> tuple[Template | None, Mapping[str, Any] | None, list[RemediationRef]]:
+    """(template to create an object from, remediation in progress, objects to mark timed out).
+
+    Walks the templates in order: a template whose object timed out passes to the next; the first
+    template without an object is the step; an object not timed out is in progress.
+    """
+    timed_out: list[RemediationRef] = []
+    for template in templates:
+        mine = [r for r in rems if _template_of(r, templates) == template]
+        if not mine:
+            return template, None, timed_out
+        current = mine[-1]
+        if not _timed_out(current, template, now):
+            if template.timeout_seconds is not None and _meta(current).get("creationTimestamp"):
+                started = parse_time(_meta(current)["creationTimestamp"], "metadata.creationTimestamp")
+                left = (started + timedelta(seconds=template.timeout_seconds) - now).total_seconds()
+                work.again_in(left + REQUEUE_SLACK_SECONDS)
+            return None, current, timed_out
+        annotations = _meta(current).get("annotations") or {}
+        if TIMED_OUT_ANNOTATION not in annotations and _condition(current, "Succeeded") != "True":
+            timed_out.append(_ref(current))
+    return None, None, timed_out
+
+
+def _recovering(
+    node: Mapping[str, Any],
+    rems: list[Mapping[str, Any]],
+    delay: float,
+    now: datetime,
+    paused: bool,
+    work: _Pass,
+) -> NodeDecision:
+    """The decision for a node whose conditions are healthy but whose remediation objects remain."""
+    name = _name(node)
+    cp = is_control_plane(node)
+    rem_names = tuple(_name(r) for r in rems)
+    live = [r for r in rems if not _meta(r).get("deletionTimestamp")]
+    if paused:
+        return NodeDecision(name, Code.RECOVERING, "healthy again; paused, so its remediation stays", cp, (), rem_names)
+    if not live:
+        return NodeDecision(name, Code.RECOVERING, "healthy again; its remediation is being deleted", cp, (), rem_names)
+    annotations = _meta(node).get("annotations") or {}
+    if delay < 0:
+        if CONFIRMED_HEALTHY_ANNOTATION not in annotations:
+            return NodeDecision(
+                name,
+                Code.AWAITING_CONFIRMATION,
+                "healthy again; healthyDelay is negative, so it waits for the annotation "
+                f"{CONFIRMED_HEALTHY_ANNOTATION}",
+                cp,
+                (),
+                rem_names,
+            )
+        work.to_delete.extend(_ref(r) for r in live)
+        work.confirmations_to_clear.append(name)
+        return NodeDecision(name, Code.RECOVERING, "healthy again and confirmed by hand", cp, (), rem_names)
+    if delay > 0:
+        stamps = [
+            parse_time(value, f"remediation {_name(r)}: annotation {HEALTHY_DELAY_ANNOTATION}")
+            for r in live
+            for value in [(_meta(r).get("annotations") or {}).get(HEALTHY_DELAY_ANNOTATION)]
+            if value
+        ]
+        if not stamps:
+            work.to_mark_healthy.extend(_ref(r) for r in live)
+            work.again_in(delay + REQUEUE_SLACK_SECONDS)
+            return NodeDecision(
+                name, Code.HEALTHY_DELAYED, f"healthy again; waiting healthyDelay ({delay:g}s)", cp, (), rem_names
+            )
+        left = (min(stamps) + timedelta(seconds=delay) - now).total_seconds()
+        if left > 0:
+            work.again_in(left + REQUEUE_SLACK_SECONDS)
+            return NodeDecision(
+                name, Code.HEALTHY_DELAYED, f"healthy again; {left:.0f}s of healthyDelay left", cp, (), rem_names
+            )
+    work.to_delete.extend(_ref(r) for r in live)
+    return NodeDecision(name, Code.RECOVERING, "healthy again; deleting its remediation", cp, (), rem_names)
