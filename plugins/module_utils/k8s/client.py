@@ -13,9 +13,13 @@ so a module's start-up stays small and a missing library is reported, not raised
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -86,8 +90,11 @@ NODE_MAINTENANCES = Resource(
 MAINTENANCE_CONFIGS = Resource(
     "maintenance.nvidia.com/v1alpha1", "maintenanceoperatorconfigs", namespaced=True, kind="MaintenanceOperatorConfig"
 )
+DAEMONSETS = Resource("apps/v1", "daemonsets", namespaced=True, kind="DaemonSet")
+PDBS = Resource("policy/v1", "poddisruptionbudgets", namespaced=True, kind="PodDisruptionBudget")
 KNOWN_RESOURCES = {
-    (r.api_version, r.kind): r for r in (NODES, PODS, NAMESPACES, EVENTS, CRDS, NODE_MAINTENANCES, MAINTENANCE_CONFIGS)
+    (r.api_version, r.kind): r
+    for r in (NODES, PODS, NAMESPACES, EVENTS, CRDS, NODE_MAINTENANCES, MAINTENANCE_CONFIGS, DAEMONSETS, PDBS)
 }
 
 
@@ -187,7 +194,10 @@ def load_configuration(params: dict[str, Any]) -> Any:
 class Client:
     """JSON calls to one API server, sharing one connection pool.
 
-    Construct with :meth:`from_params`; tests may pass a ready ``Configuration``.
+    Construct with :meth:`from_params`; tests may pass a ready ``Configuration``. Every method
+    may be called from several threads at once (urllib3's pool is thread safe); ``pool_size``
+    is the number of connections kept open and the number of calls in flight at once, so make
+    it at least the number of threads (plus one per open watch).
     """
 
     def __init__(self, configuration: Any, pool_size: int = 10, timeout: float = 30.0) -> None:
@@ -196,6 +206,8 @@ class Client:
         self.configuration = configuration
         self.host = configuration.host.rstrip("/")
         self.timeout = timeout
+        self.pool_size = pool_size
+        self._auth_lock = threading.Lock()
         tls: dict[str, Any] = {
             "maxsize": pool_size,
             "block": True,
@@ -225,7 +237,9 @@ class Client:
         if content_type:
             headers["Content-Type"] = content_type
         cfg = self.configuration
-        for setting in cfg.auth_settings().values():  # calls the exec/refresh hook when there is one
+        with self._auth_lock:  # a token refresh hook is not meant to run twice at once
+            settings = cfg.auth_settings()
+        for setting in settings.values():  # calls the exec/refresh hook when there is one
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
         if cfg.username and cfg.password and "authorization" not in {k.lower() for k in headers}:
@@ -245,6 +259,22 @@ class Client:
         what: str = "",
     ) -> Any:
         """Send one request and return the decoded JSON body; raise a specific K8sError on failure."""
+        resp = self._send(method, path, query, body, content_type, read_timeout=self.timeout, stream=False)
+        text = resp.data.decode("utf-8", "replace") if resp.data else ""
+        if 200 <= resp.status < 300:
+            return json.loads(text) if text else {}
+        raise self._error(resp.status, text, method, path, what)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None,
+        body: Any,
+        content_type: str,
+        read_timeout: float,
+        stream: bool,
+    ) -> Any:
         import urllib3
 
         url = self.host + path
@@ -252,13 +282,13 @@ class Client:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
         try:
-            resp = self._pool.request(
+            return self._pool.request(
                 method,
                 url,
                 body=data,
                 headers=self._headers(content_type if data is not None else None),
-                timeout=urllib3.Timeout(connect=min(10.0, self.timeout), read=self.timeout),
-                preload_content=True,
+                timeout=urllib3.Timeout(connect=min(10.0, self.timeout), read=read_timeout),
+                preload_content=not stream,
             )
         except urllib3.exceptions.SSLError as exc:
             raise Unreachable(
@@ -270,10 +300,6 @@ class Client:
                 f"Cannot reach the Kubernetes API at {self.host}: {exc}. Check host / kubeconfig and that "
                 "the API server is running and reachable from this machine."
             ) from exc
-        text = resp.data.decode("utf-8", "replace") if resp.data else ""
-        if 200 <= resp.status < 300:
-            return json.loads(text) if text else {}
-        raise self._error(resp.status, text, method, path, what)
 
     def _error(self, status: int, text: str, method: str, path: str, what: str) -> K8sError:
         try:
@@ -401,6 +427,51 @@ class Client:
             what=f"delete {res.kind or res.plural} {name}",
         )
 
+    def evict(
+        self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """POST a policy/v1 Eviction for a pod; the pod's own grace period unless ``grace_period`` is set.
+
+        Raises TooManyRequests (429) when a PodDisruptionBudget refuses it, NotFound when the pod is gone.
+        """
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if grace_period is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
+        return self.request(
+            "POST",
+            PODS.path(namespace, name, "eviction"),
+            query={"dryRun": "All" if dry_run else None},
+            body=body,
+            what=f"evict pod {namespace}/{name}",
+        )
+
+    def delete_pod(
+        self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """DELETE a pod (no PodDisruptionBudget check); the pod's own grace period unless set."""
+        return self.request(
+            "DELETE",
+            PODS.path(namespace, name),
+            query={"dryRun": "All" if dry_run else None, "gracePeriodSeconds": grace_period},
+            what=f"delete pod {namespace}/{name}",
+        )
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout: float = 60.0,
+    ) -> Watch:
+        """Watch events from ``resource_version`` for ``timeout`` seconds; iterate the returned Watch."""
+        return Watch(self, res, namespace, label_selector, field_selector, resource_version, timeout)
+
     def server_version(self) -> dict[str, Any]:
         return self.request("GET", "/version", what="get the server version")
 
@@ -420,3 +491,122 @@ class Client:
         raise MissingResourceType(
             f"The API server does not serve kind {kind} in {api_version}: is its CustomResourceDefinition installed?"
         )
+
+
+class Watch:
+    """A watch as an iterator of decoded events ``{"type": ..., "object": {...}}``.
+
+    It reconnects from the last seen resourceVersion when the server ends a request, until
+    ``timeout`` seconds have passed. BOOKMARK events only move the resourceVersion on. When the
+    resourceVersion is too old (410 Gone) it lists again and yields one ``{"type": "RELIST",
+    "object": <List>}`` event (the consumer reconciles its state against the list's items),
+    then watches on from the list. :meth:`stop` ends the iteration from another thread.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        res: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        resource_version: str | None,
+        timeout: float,
+    ) -> None:
+        self.client = client
+        self.res = res
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.resource_version = resource_version
+        self.deadline = time.monotonic() + timeout
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._resp: Any = None
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):  # the response may already be closed
+                resp.shutdown()  # unblocks a read in the iterating thread
+
+    def _relist(self) -> dict[str, Any]:
+        listing = self.client.list(
+            self.res, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
+        )
+        self.resource_version = (listing.get("metadata") or {}).get("resourceVersion")
+        return {"type": "RELIST", "object": listing}
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        what = f"watch {self.res.plural}"
+        while not self._stopped.is_set():
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            query = {
+                "watch": "1",
+                "allowWatchBookmarks": "true",
+                "resourceVersion": self.resource_version,
+                "timeoutSeconds": max(1, math.ceil(remaining)),
+                "labelSelector": self.label_selector,
+                "fieldSelector": self.field_selector,
+            }
+            path = self.res.path(self.namespace)
+            resp = self.client._send("GET", path, query, None, "", read_timeout=remaining + 10, stream=True)
+            with self._lock:
+                self._resp = resp
+            try:
+                if self._stopped.is_set():  # stop() came while the request was being sent
+                    return
+                if resp.status == 410:
+                    yield self._relist()
+                    continue
+                if not 200 <= resp.status < 300:
+                    text = resp.read().decode("utf-8", "replace")
+                    raise self.client._error(resp.status, text, "GET", path, what)
+                gone = False
+                for event in _events(resp):
+                    kind = event.get("type")
+                    obj = event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            gone = True
+                            break
+                        raise self.client._error(int(obj.get("code") or 500), json.dumps(obj), "GET", path, what)
+                    version = (obj.get("metadata") or {}).get("resourceVersion")
+                    if version:
+                        self.resource_version = version
+                    if kind == "BOOKMARK":
+                        continue
+                    yield event
+                    if self._stopped.is_set():
+                        return
+                if gone:
+                    yield self._relist()
+            except Exception as exc:
+                if self._stopped.is_set():
+                    return
+                import urllib3
+
+                if isinstance(exc, urllib3.exceptions.HTTPError):
+                    continue  # the stream broke: reconnect from the last resourceVersion
+                raise
+            finally:
+                with self._lock:
+                    self._resp = None
+                resp.release_conn()
+
+
+def _events(resp: Any) -> Iterator[dict[str, Any]]:
+    """Decoded JSON lines of a streaming response."""
+    buffer = b""
+    for chunk in resp.stream(65536, decode_content=True):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield json.loads(line)
+    if buffer.strip():
+        yield json.loads(buffer)

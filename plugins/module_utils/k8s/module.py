@@ -49,12 +49,19 @@ class K8sModule(AnsibleModule):
         self._client: Client | None = None
         # An inline kubeconfig carries credentials: keep them out of the result's invocation.
         self.no_log_values.update(kubeconfig_secrets(self.params.get("kubeconfig")))
-        if not HAS_KUBERNETES:
-            self.fail_json(msg=missing_required_lib("kubernetes"))
+
+    def set_pool_size(self, size: int) -> None:
+        """Connections of the client, for modules that learn their parallelism from their options."""
+        if self._client is not None:
+            raise RuntimeError("set_pool_size() must come before the first use of .client")
+        self._pool_size = size
 
     @property
     def client(self) -> Client:
+        """The API client, built on first use (work on data given as parameters never needs one)."""
         if self._client is None:
+            if not HAS_KUBERNETES:
+                self.fail_json(msg=missing_required_lib("kubernetes"))
             params = {name: self.params.get(name) for name in AUTH_ARG_SPEC}
             try:
                 self._client = Client.from_params(params, pool_size=self._pool_size)

@@ -1,0 +1,309 @@
+"""nodeops.maintenance.drain end to end: the ansible command, the real API server, kwok running the pods."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from cluster import kwok
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+from support.ansible_cli import run_module
+
+pytestmark = pytest.mark.integration
+
+IMAGE = "registry.invalid/app:1"
+
+
+def token_auth(cluster: Any) -> dict[str, Any]:
+    return {"host": cluster.server, "api_key": cluster.token, "ca_cert": str(cluster.ca_file)}
+
+
+@pytest.fixture
+def pool(api: k8s.ApiClient) -> Iterator[tuple[str, list[str]]]:
+    """Two nodes labelled ``drain-test=<tag>``: the one to drain and a spare one."""
+    tag = uuid.uuid4().hex[:6]
+    names = kwok.add_nodes(api, 2, prefix=f"drain-{tag}", labels={"drain-test": tag})
+    kwok.wait_nodes_ready(api, names, timeout=60)
+    yield tag, names
+    kwok.delete_nodes(api, names)
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def pods_on(core: k8s.CoreV1Api, node: str, namespace: str) -> dict[str, k8s.V1Pod]:
+    pods = core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={node}").items
+    return {p.metadata.name: p for p in pods}
+
+
+def running_on(core: k8s.CoreV1Api, node: str, namespace: str, count: int) -> dict[str, k8s.V1Pod]:
+    def check() -> dict[str, k8s.V1Pod] | None:
+        pods = pods_on(core, node, namespace)
+        running = {n: p for n, p in pods.items() if p.status.phase == "Running" and not p.metadata.deletion_timestamp}
+        return running if len(running) >= count else None
+
+    return wait_for(check, f"{count} pods Running on {node}")
+
+
+def template(labels: dict[str, str], selector: dict[str, str], emptydir: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeSelector": selector, "containers": [{"name": "app", "image": IMAGE}]}
+    if emptydir:
+        spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        spec["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    return {"metadata": {"labels": labels}, "spec": spec}
+
+
+def deployment(name: str, replicas: int, selector: dict[str, str], emptydir: bool = False) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": template(labels, selector, emptydir),
+        },
+    }
+
+
+def unschedulable(api: k8s.ApiClient, name: str) -> bool:
+    return bool(k8s.CoreV1Api(api).read_node(name).spec.unschedulable)
+
+
+def by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in result["pods"]}
+
+
+def test_drain_follows_the_rules(cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str) -> None:
+    core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
+    _tag, (node, spare) = pool
+    on_node = {"kubernetes.io/hostname": node}
+    k8s.CoreV1Api(api).patch_node(spare, {"spec": {"unschedulable": True}})
+    apps.create_namespaced_deployment(namespace, deployment("web", 2, on_node))
+    apps.create_namespaced_deployment(namespace, deployment("cache", 1, on_node, emptydir=True))
+    apps.create_namespaced_stateful_set(
+        namespace,
+        {
+            "metadata": {"name": "db"},
+            "spec": {
+                "serviceName": "db",
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": template({"app": "db"}, on_node),
+            },
+        },
+    )
+    apps.create_namespaced_daemon_set(
+        namespace,
+        {
+            "metadata": {"name": "agent"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template({"app": "agent"}, on_node)},
+        },
+    )
+    core.create_namespaced_pod(
+        namespace,
+        {"metadata": {"name": "bare"}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": IMAGE}]}},
+    )
+    before = running_on(core, node, namespace, 6)
+    auth = token_auth(cluster)
+
+    refused = run_module("drain", {**auth, "name": node})
+    assert refused.failed
+    msg = refused.result["msg"]
+    assert msg.startswith(f"Cannot drain node {node}: ")
+    assert f"{namespace}/bare has no controller that would recreate it (set force: true)" in msg
+    cache_pod = next(n for n in before if n.startswith("cache-"))
+    assert f"{namespace}/{cache_pod} uses emptyDir (set delete_emptydir_data: true" in msg
+    assert "web-" not in msg
+    assert not unschedulable(api, node), "a rule-blocked drain must leave the node as it was"
+    assert set(pods_on(core, node, namespace)) == set(before), "a rule-blocked drain must evict nothing"
+
+    run = run_module("drain", {**auth, "name": node, "force": True, "delete_emptydir_data": True}, diff=True)
+    assert not run.failed, run.result
+    result = run.result
+    assert result["changed"] is True
+    assert result["was_cordoned"] is False and result["cordoned"] is True
+    assert result["diff"] == {"before": {"unschedulable": False}, "after": {"unschedulable": True}}
+    pods = by_name(result)
+    agent = next(n for n in before if n.startswith("agent-"))
+    assert pods[agent]["action"] == "skipped" and pods[agent]["reason"] == "daemonset"
+    for name in before:
+        if name != agent:
+            assert pods[name]["action"] == "evicted", pods[name]
+    assert result["totals"]["evicted"] == 5 and result["totals"]["skipped"] == 1
+    assert result["progress"] == {"totalPods": 6, "evictionPods": 5, "drainProgress": 100, "waitForEviction": []}
+    assert unschedulable(api, node)
+    left = pods_on(core, node, namespace)
+    assert set(left) == {agent}, f"only the DaemonSet pod may stay: {sorted(left)}"
+    # db-0 was recreated under the same name (new UID) and waits Pending for a schedulable node
+    db = core.read_namespaced_pod("db-0", namespace)
+    assert db.metadata.uid != before["db-0"].metadata.uid
+
+    again = run_module("drain", {**auth, "name": node, "force": True, "delete_emptydir_data": True})
+    assert not again.failed, again.result
+    assert again.result["changed"] is False
+    assert again.result["totals"]["evicted"] == 0
+
+
+def spread_setup(
+    api: k8s.ApiClient, namespace: str, node: str, spare: str, tag: str, replicas: int, pdb_spec: dict[str, Any]
+) -> dict[str, k8s.V1Pod]:
+    """A Deployment whose pods all run on ``node`` (the spare is cordoned meanwhile) and a PDB over it."""
+    core, apps, policy = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.PolicyV1Api(api)
+    core.patch_node(spare, {"spec": {"unschedulable": True}})
+    apps.create_namespaced_deployment(namespace, deployment("web", replicas, {"drain-test": tag}))
+    pods = running_on(core, node, namespace, replicas)
+    body = {"metadata": {"name": "web-pdb"}, "spec": {"selector": {"matchLabels": {"app": "web"}}, **pdb_spec}}
+    policy.create_namespaced_pod_disruption_budget(namespace, body)
+
+    def observed() -> bool:
+        status = policy.read_namespaced_pod_disruption_budget("web-pdb", namespace).status
+        return bool(status and status.observed_generation and status.current_healthy == replicas)
+
+    wait_for(observed, "the disruption controller to count the PDB's pods")
+    core.patch_node(spare, {"spec": {"unschedulable": None}})
+    return pods
+
+
+def test_pdb_max_unavailable_one_is_honoured(
+    cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
+) -> None:
+    tag, (node, spare) = pool
+    before = spread_setup(api, namespace, node, spare, tag, 3, {"maxUnavailable": 1})
+    run = run_module("drain", {**token_auth(cluster), "name": node, "timeout": 120})
+    assert not run.failed, run.result
+    pods = by_name(run.result)
+    assert {n: p["action"] for n, p in pods.items()} == dict.fromkeys(before, "evicted")
+    # one at a time: each pod left only after the previous one's replacement was Ready elsewhere
+    seconds = sorted(p["seconds"] for p in pods.values())
+    assert seconds[0] < seconds[1] < seconds[2], seconds
+    assert run.result["pdbs"] == []
+    core = k8s.CoreV1Api(api)
+    assert pods_on(core, node, namespace) == {}
+    running_on(core, spare, namespace, 3)
+
+
+def test_unsatisfiable_pdb_blocks_until_the_deadline_and_bypass_drains(
+    cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
+) -> None:
+    tag, (node, spare) = pool
+    core = k8s.CoreV1Api(api)
+    before = spread_setup(api, namespace, node, spare, tag, 2, {"maxUnavailable": 0})
+    auth = token_auth(cluster)
+
+    predicted = run_module("drain", {**auth, "name": node}, check=True)
+    assert not predicted.failed, predicted.result
+    assert predicted.result["changed"] is True
+    assert {p["action"] for p in predicted.result["pods"]} == {"blocked"}
+    assert all(p["pdbs"] == ["web-pdb"] for p in predicted.result["pods"])
+    assert predicted.result["pdbs"] == [f"{namespace}/web-pdb"]
+    assert any("web-pdb" in w for w in predicted.result.get("warnings", []))
+    assert not unschedulable(api, node), "check mode changes nothing"
+    assert set(pods_on(core, node, namespace)) == set(before)
+
+    started = time.monotonic()
+    blocked = run_module("drain", {**auth, "name": node, "timeout": 4})
+    elapsed = time.monotonic() - started
+    assert blocked.failed
+    assert blocked.result["msg"].startswith(f"Drain of node {node} timed out after 4s")
+    assert "(PDB web-pdb)" in blocked.result["msg"]
+    assert "stays cordoned" in blocked.result["msg"]
+    assert blocked.result["pdbs"] == [f"{namespace}/web-pdb"]
+    assert blocked.result["totals"]["blocked"] == 2
+    assert 4 <= elapsed < 30
+    assert unschedulable(api, node), "the node stays cordoned after a failed drain"
+    assert set(pods_on(core, node, namespace)) == set(before)
+
+    bypass = run_module("drain", {**auth, "name": node, "bypass_pdb_after": 1, "timeout": 60})
+    assert not bypass.failed, bypass.result
+    pods = by_name(bypass.result)
+    assert {n: (p["action"], p.get("reason")) for n, p in pods.items()} == dict.fromkeys(
+        before, ("deleted", "pdb_bypassed")
+    )
+    assert sum("despite PodDisruptionBudget web-pdb" in w for w in bypass.result["warnings"]) == 2
+    assert pods_on(core, node, namespace) == {}
+
+
+def test_uncordon_on_failure_only_undoes_its_own_cordon(
+    cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
+) -> None:
+    tag, (node, spare) = pool
+    spread_setup(api, namespace, node, spare, tag, 1, {"maxUnavailable": 0})
+    auth = token_auth(cluster)
+    run = run_module("drain", {**auth, "name": node, "timeout": 1, "uncordon_on_failure": True})
+    assert run.failed
+    assert "uncordoned again" in run.result["msg"]
+    assert not unschedulable(api, node)
+    k8s.CoreV1Api(api).patch_node(node, {"spec": {"unschedulable": True}})
+    run = run_module("drain", {**auth, "name": node, "timeout": 1, "uncordon_on_failure": True})
+    assert run.failed
+    assert run.result["was_cordoned"] is True
+    assert unschedulable(api, node), "someone else's cordon is never undone"
+
+
+def test_grace_period_zero_and_disable_eviction(
+    cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
+) -> None:
+    tag, (node, spare) = pool
+    before = spread_setup(api, namespace, node, spare, tag, 2, {"maxUnavailable": 0})
+    run = run_module(
+        "drain", {**token_auth(cluster), "name": node, "grace_period": 0, "disable_eviction": True, "timeout": 30}
+    )
+    assert not run.failed, run.result
+    assert {n: p["action"] for n, p in by_name(run.result).items()} == dict.fromkeys(before, "deleted")
+    assert not run.result.get("warnings"), "disable_eviction is asked for: no bypass warning"
+
+
+def test_unknown_node_and_bad_filter_fail_clearly(cluster: Any, api: k8s.ApiClient) -> None:
+    auth = token_auth(cluster)
+    run = run_module("drain", {**auth, "name": "no-such-node"})
+    assert run.failed
+    assert run.result["msg"].startswith("Node no-such-node not found; nothing was changed")
+    bad = run_module("drain", {**auth, "name": "x", "pod_eviction_filters": [{"by_resource_name_regex": "("}]})
+    assert bad.failed
+    assert "pod_eviction_filters[0].by_resource_name_regex '(' is not a valid regular expression" in bad.result["msg"]
+
+
+def test_wait_for_pod_completion_times_out_and_goes_on(
+    cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
+) -> None:
+    _tag, (node, _spare) = pool
+    core = k8s.CoreV1Api(api)
+    for name, labels in (("batch-1", {"class": "batch"}), ("other", {})):
+        core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": IMAGE}]},
+            },
+        )
+    running_on(core, node, namespace, 2)
+    started = time.monotonic()
+    run = run_module(
+        "drain",
+        {
+            **token_auth(cluster),
+            "name": node,
+            "force": True,
+            "wait_for_pod_completion": {"pod_selector": "class=batch", "timeout": 2},
+        },
+    )
+    assert not run.failed, run.result
+    assert time.monotonic() - started >= 2
+    assert run.result["wait_for_completion"] == [f"{namespace}/batch-1"]
+    assert any("wait_for_pod_completion timed out after 2s" in w for w in run.result["warnings"])
+    assert {p["action"] for p in run.result["pods"]} == {"evicted"}
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_pod("batch-1", namespace)
+    assert gone.value.status == 404

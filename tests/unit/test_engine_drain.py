@@ -1,0 +1,411 @@
+"""The drain engine against a fake client: ordering of cordon / evict / wait, retries, deadlines, progress."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import drain as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain import (
+    DrainError,
+    DrainOptions,
+    DrainPass,
+    WaitForCompletion,
+    drain,
+    pool_size_for,
+    wait_for_completion,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import DAEMONSETS, NODES, PDBS, PODS
+
+NODE = "n1"
+
+
+def pod(name: str, owner: str | None = "ReplicaSet", labels: dict[str, str] | None = None, **extra: Any) -> dict:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"u-{name}", "labels": labels or {"app": "web"}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "x", "controller": True}]
+    meta.update(extra)
+    return {"metadata": meta, "spec": {"nodeName": NODE, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}}
+
+
+class FakeWatch:
+    def __init__(self, events: queue.Queue[Any]) -> None:
+        self.events = events
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while not self.stopped.is_set():
+            try:
+                event = self.events.get(timeout=0.02)
+            except queue.Empty:
+                continue
+            if isinstance(event, Exception):
+                raise event
+            yield event
+
+
+class FakeClient:
+    """Pods on one node; an accepted eviction/delete makes the pod go (a DELETED watch event), like kwok."""
+
+    def __init__(self, pods: list[dict], cordoned: bool = False) -> None:
+        self.pods = {p["metadata"]["uid"]: p for p in pods}
+        self.node = {"metadata": {"name": NODE}, "spec": {"unschedulable": True} if cordoned else {}}
+        self.calls: list[tuple[Any, ...]] = []
+        self.lock = threading.Lock()
+        self.events: queue.Queue[Any] = queue.Queue()
+        self.refuse: dict[str, int] = {}  # pod name -> number of 429s before it is accepted (-1: always)
+        self.fail: dict[str, errors.K8sError] = {}
+        self.vanish = True  # accepted evictions remove the pod
+        self.daemonsets: set[tuple[str, str]] = set()
+        self.pdbs: list[dict] = []
+        self.watch_error: Exception | None = None
+
+    def get(self, res: Any, name: str, namespace: str | None = None) -> dict:
+        self.calls.append(("get", res.kind, name))
+        if res is NODES:
+            if name != NODE:
+                raise errors.NotFound("no", 404, {})
+            return self.node
+        if res is DAEMONSETS:
+            if (namespace, name) in self.daemonsets:
+                return {}
+            raise errors.NotFound("no", 404, {})
+        raise AssertionError(res)
+
+    def list(self, res: Any, namespace: str | None = None, label_selector: str | None = None, **kw: Any) -> dict:
+        self.calls.append(("list", res.kind, label_selector))
+        if res is PDBS:
+            return {"items": self.pdbs}
+        assert res is PODS and kw["field_selector"] == f"spec.nodeName={NODE}"
+        with self.lock:
+            items = list(self.pods.values())
+        if label_selector:
+            key, value = label_selector.split("=")
+            items = [p for p in items if p["metadata"]["labels"].get(key) == value]
+        return {"metadata": {"resourceVersion": "100"}, "items": items}
+
+    def patch(self, res: Any, name: str, body: dict, dry_run: bool = False, **kw: Any) -> dict:
+        self.calls.append(("patch", name, body["spec"]["unschedulable"], dry_run))
+        if not dry_run:
+            self.node["spec"]["unschedulable"] = body["spec"]["unschedulable"]
+        return self.node
+
+    def _remove(self, name: str, namespace: str) -> None:
+        with self.lock:
+            uid = next((u for u, p in self.pods.items() if p["metadata"]["name"] == name), None)
+            if uid is None:
+                raise errors.NotFound("gone", 404, {})
+            if self.vanish:
+                self.events.put({"type": "DELETED", "object": self.pods.pop(uid)})
+
+    def evict(self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+        self.calls.append(("evict", name, grace_period, dry_run))
+        if name in self.fail:
+            raise self.fail[name]
+        left = self.refuse.get(name, 0)
+        if left:
+            self.refuse[name] = left - 1 if left > 0 else -1
+            body = {"details": {"causes": [{"message": "The disruption budget web-pdb needs 1 healthy pods"}]}}
+            raise errors.TooManyRequests("refused", 429, body)
+        if not dry_run:
+            self._remove(name, namespace)
+        return {}
+
+    def delete_pod(self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+        self.calls.append(("delete", name, grace_period, dry_run))
+        if not dry_run:
+            self._remove(name, namespace)
+        return {}
+
+    def watch(self, res: Any, **kw: Any) -> FakeWatch:
+        self.calls.append(("watch", kw["resource_version"], kw["field_selector"]))
+        if self.watch_error is not None:
+            self.events.put(self.watch_error)
+        return FakeWatch(self.events)
+
+    def evictions(self) -> list[str]:
+        return sorted(c[1] for c in self.calls if c[0] == "evict")
+
+
+def test_cordons_first_evicts_in_parallel_and_waits_for_the_pods() -> None:
+    client = FakeClient([pod(f"web-{i}") for i in range(20)])
+    progress: list[dict[str, Any]] = []
+    result = drain(client, NODE, DrainOptions(concurrency=8), on_progress=lambda p: progress.append(p.as_status()))
+    kinds = [c[0] for c in client.calls]
+    assert kinds[:3] == ["get", "patch", "list"], "cordon before listing the pods"
+    assert client.calls[1] == ("patch", NODE, True, False)
+    assert kinds.count("list") == 1, "the pods are listed once"
+    assert ("watch", "100", f"spec.nodeName={NODE}") in client.calls, "the watch starts at the listing's version"
+    assert len(client.evictions()) == 20
+    assert result["changed"] is True and result["was_cordoned"] is False and result["cordoned"] is True
+    assert result["totals"]["evicted"] == 20
+    assert result["progress"] == {"totalPods": 20, "evictionPods": 20, "drainProgress": 100, "waitForEviction": []}
+    assert progress[0]["drainProgress"] == 0 and progress[-1]["drainProgress"] == 100
+    assert [p["drainProgress"] for p in progress] == sorted(p["drainProgress"] for p in progress)
+
+
+def test_grace_period_zero_is_sent_and_unset_is_not() -> None:
+    client = FakeClient([pod("a")])
+    drain(client, NODE, DrainOptions(grace_period=0))
+    assert ("evict", "a", 0, False) in client.calls
+    client = FakeClient([pod("a")])
+    drain(client, NODE, DrainOptions())
+    assert ("evict", "a", None, False) in client.calls
+
+
+def test_rule_block_fails_before_any_eviction_and_undoes_the_cordon() -> None:
+    client = FakeClient([pod("web"), pod("bare", owner=None), pod("orphan", owner="DaemonSet")])
+    with pytest.raises(DrainError) as err:
+        drain(client, NODE, DrainOptions())
+    assert "ns/bare has no controller" in err.value.msg
+    assert "ns/orphan belongs to a DaemonSet that no longer exists" in err.value.msg
+    assert client.evictions() == []
+    assert client.calls[-1] == ("patch", NODE, None, False), "the cordon this run added is undone"
+    assert err.value.result["changed"] is False and err.value.result["cordoned"] is False
+
+
+def test_rule_block_leaves_someone_elses_cordon() -> None:
+    client = FakeClient([pod("bare", owner=None)], cordoned=True)
+    with pytest.raises(DrainError):
+        drain(client, NODE, DrainOptions())
+    assert not any(c[0] == "patch" for c in client.calls)
+
+
+def test_daemonset_pods_stay_and_existing_daemonsets_are_looked_up_once() -> None:
+    client = FakeClient([pod("agent-1", owner="DaemonSet"), pod("agent-2", owner="DaemonSet"), pod("web")])
+    client.daemonsets = {("ns", "x")}
+    result = drain(client, NODE, DrainOptions())
+    assert client.evictions() == ["web"]
+    assert [c for c in client.calls if c[:2] == ("get", "DaemonSet")] == [("get", "DaemonSet", "x")]
+    assert result["totals"]["skipped"] == 2
+
+
+def test_pdb_refusals_are_retried_until_accepted() -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.refuse = {"a": 2}
+    result = drain(client, NODE, DrainOptions(timeout=30))
+    assert client.evictions().count("a") == 3
+    pods = {p["name"]: p for p in result["pods"]}
+    assert pods["a"]["action"] == "evicted" and "pdbs" not in pods["a"]
+    assert pods["a"]["seconds"] >= core.retry_delay(1) + core.retry_delay(2)
+
+
+def test_pdb_that_never_allows_fails_at_the_deadline_and_keeps_the_cordon() -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.refuse = {"a": -1}
+    started = time.monotonic()
+    with pytest.raises(DrainError) as err:
+        drain(client, NODE, DrainOptions(timeout=1.5))
+    assert 1.5 <= time.monotonic() - started < 4
+    assert err.value.msg.startswith(f"Drain of node {NODE} timed out after 1.5s: ")
+    assert "ns/a (PDB web-pdb)" in err.value.msg and "stays cordoned" in err.value.msg
+    result = err.value.result
+    assert result["pdbs"] == ["ns/web-pdb"]
+    assert {p["name"]: p["action"] for p in result["pods"]} == {"a": "blocked", "b": "evicted"}
+    assert result["progress"]["waitForEviction"] == ["ns/a"] and result["progress"]["drainProgress"] == 50
+    assert client.node["spec"]["unschedulable"] is True
+
+
+def test_uncordon_on_failure_only_when_this_run_cordoned() -> None:
+    client = FakeClient([pod("a")])
+    client.refuse = {"a": -1}
+    with pytest.raises(DrainError, match="uncordoned again"):
+        drain(client, NODE, DrainOptions(timeout=0.5), uncordon_on_failure=True)
+    assert client.node["spec"]["unschedulable"] is None
+    client = FakeClient([pod("a")], cordoned=True)
+    client.refuse = {"a": -1}
+    with pytest.raises(DrainError, match="stays cordoned"):
+        drain(client, NODE, DrainOptions(timeout=0.5), uncordon_on_failure=True)
+    assert client.node["spec"]["unschedulable"] is True
+
+
+def test_bypass_deletes_a_blocked_pod_after_the_given_time_with_a_warning() -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.refuse = {"a": -1}
+    result = drain(client, NODE, DrainOptions(timeout=10, bypass_pdb_after=0.6))
+    pods = {p["name"]: p for p in result["pods"]}
+    assert pods["a"] == {
+        "namespace": "ns",
+        "name": "a",
+        "action": "deleted",
+        "reason": "pdb_bypassed",
+        "pdbs": ["web-pdb"],
+        "seconds": pods["a"]["seconds"],
+    }
+    assert 0.6 <= pods["a"]["seconds"] < 3
+    assert pods["b"]["action"] == "evicted"
+    assert result["warnings"] == ["Pod ns/a was deleted despite PodDisruptionBudget web-pdb (bypass_pdb_after)."]
+
+
+def test_disable_eviction_deletes() -> None:
+    client = FakeClient([pod("a")])
+    result = drain(client, NODE, DrainOptions(disable_eviction=True, grace_period=5))
+    assert ("delete", "a", 5, False) in client.calls and client.evictions() == []
+    assert result["pods"][0]["action"] == "deleted" and result["warnings"] == []
+
+
+def test_an_api_error_fails_that_pod_without_waiting_for_the_deadline() -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.fail = {"a": errors.K8sError("evict pod ns/a failed with HTTP 500: several PDBs", 500, {})}
+    started = time.monotonic()
+    with pytest.raises(DrainError) as err:
+        drain(client, NODE, DrainOptions(timeout=30))
+    assert time.monotonic() - started < 5
+    assert "errors: ns/a: evict pod ns/a failed with HTTP 500" in err.value.msg
+    assert {p["name"]: p["action"] for p in err.value.result["pods"]} == {"a": "failed", "b": "evicted"}
+
+
+def test_pod_already_gone_counts_as_done() -> None:
+    client = FakeClient([pod("a")])
+    client.fail = {"a": errors.NotFound("gone", 404, {})}
+    client.events.put({"type": "DELETED", "object": pod("a")})
+    result = drain(client, NODE, DrainOptions(timeout=5))
+    assert result["pods"][0]["action"] == "gone"
+
+
+def test_terminating_pods_are_waited_for_not_evicted() -> None:
+    client = FakeClient([pod("old", deletionTimestamp="2026-01-01T00:00:00Z"), pod("web")])
+    timer = threading.Timer(0.3, lambda: client.events.put({"type": "DELETED", "object": client.pods.pop("u-old")}))
+    timer.start()
+    result = drain(client, NODE, DrainOptions(timeout=10))
+    assert client.evictions() == ["web"]
+    assert {p["name"]: p["action"] for p in result["pods"]} == {"old": "gone", "web": "evicted"}
+
+
+def test_same_name_with_a_new_uid_counts_as_gone() -> None:
+    client = FakeClient([pod("db-0")])
+    client.vanish = False  # the API accepts the eviction; only the replacement shows that the pod went
+    replacement = pod("db-0")
+    replacement["metadata"]["uid"] = "u-new"
+
+    def recreate() -> None:
+        client.events.put({"type": "ADDED", "object": replacement})
+
+    timer = threading.Timer(0.2, recreate)
+    timer.start()
+    result = drain(client, NODE, DrainOptions(timeout=10))
+    assert result["pods"][0]["action"] == "evicted"
+    assert result["pods"][0]["seconds"] >= 0.2
+
+
+def test_evicted_pod_still_there_at_the_deadline_is_terminating() -> None:
+    client = FakeClient([pod("slow")])
+    client.vanish = False
+    with pytest.raises(DrainError, match="still terminating: ns/slow"):
+        drain(client, NODE, DrainOptions(timeout=0.5))
+
+
+def test_relist_reconciles_after_a_gap() -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.vanish = False
+    client.events.put({"type": "RELIST", "object": {"items": [pod("b")]}})
+    timer = threading.Timer(0.3, lambda: client.events.put({"type": "DELETED", "object": pod("b")}))
+    timer.start()
+    result = drain(client, NODE, DrainOptions(timeout=5))
+    assert result["totals"]["evicted"] == 2
+
+
+def test_watch_failure_falls_back_to_polling() -> None:
+    client = FakeClient([pod("a")])
+    client.watch_error = errors.Forbidden("watch forbidden", 403, {})
+    result = drain(client, NODE, DrainOptions(timeout=10))
+    assert result["pods"][0]["action"] == "evicted"
+    assert any("polling instead" in w for w in result["warnings"])
+
+
+def test_check_mode_uses_dry_run_and_predicts_pdb_blocks() -> None:
+    client = FakeClient([pod("a"), pod("b"), pod("ds", owner="DaemonSet")])
+    client.daemonsets = {("ns", "x")}
+    client.refuse = {"a": -1}
+    client.fail = {}
+    result = drain(client, NODE, DrainOptions(dry_run=True))
+    assert ("patch", NODE, True, True) in client.calls
+    assert all(c[3] is True for c in client.calls if c[0] == "evict")
+    assert not any(c[0] == "watch" for c in client.calls)
+    assert client.node["spec"].get("unschedulable") is None
+    assert len(client.pods) == 3
+    pods = {p["name"]: p for p in result["pods"]}
+    assert pods["a"]["action"] == "blocked" and pods["a"]["pdbs"] == ["web-pdb"]
+    assert pods["b"]["action"] == "evicted"
+    assert result["changed"] is True
+    assert result["warnings"] == [
+        "A real drain would wait for PodDisruptionBudget(s) ns/web-pdb to allow evicting ns/a."
+    ]
+
+
+def test_pdb_names_come_from_the_budgets_when_the_refusal_does_not_name_them() -> None:
+    client = FakeClient([pod("a", labels={"app": "db"})])
+    client.pdbs = [
+        {"metadata": {"name": "db-pdb", "namespace": "ns"}, "spec": {"selector": {"matchLabels": {"app": "db"}}}}
+    ]
+    client.refuse = {"a": -1}
+    original = client.evict
+
+    def evict_without_causes(name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+        try:
+            return original(name, namespace, grace_period, dry_run)
+        except errors.TooManyRequests as exc:
+            raise errors.TooManyRequests(exc.msg, 429, {}) from None
+
+    client.evict = evict_without_causes  # type: ignore[method-assign]
+    result = drain(client, NODE, DrainOptions(dry_run=True))
+    assert result["pods"][0]["pdbs"] == ["db-pdb"]
+
+
+def test_second_drain_of_a_drained_node_changes_nothing() -> None:
+    client = FakeClient([pod("agent", owner="DaemonSet")], cordoned=True)
+    client.daemonsets = {("ns", "x")}
+    result = drain(client, NODE, DrainOptions())
+    assert result["changed"] is False
+    assert not any(c[0] in ("patch", "evict", "watch") for c in client.calls)
+
+
+def test_unknown_node_changes_nothing() -> None:
+    client = FakeClient([])
+    with pytest.raises(DrainError, match="Node nope not found; nothing was changed"):
+        drain(client, "nope", DrainOptions())
+
+
+def test_pod_selector_limits_the_drain_but_total_counts_every_pod() -> None:
+    client = FakeClient([pod("a", labels={"tier": "gpu"}), pod("b", labels={"tier": "cpu"})])
+    result = drain(client, NODE, DrainOptions(pod_selector="tier=gpu"))
+    assert client.evictions() == ["a"]
+    assert result["progress"]["totalPods"] == 2 and result["progress"]["evictionPods"] == 1
+
+
+def test_a_pass_is_bounded_and_a_later_pass_continues() -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.refuse = {"a": 3}
+    started = time.monotonic()
+    first = DrainPass(client, NODE, DrainOptions(timeout=60), started).run(until=time.monotonic() + 0.3)
+    assert not first.done and not first.timed_out
+    assert {o.name: o.action for o in first.outcomes} == {"a": "blocked", "b": "evicted"}
+    assert first.progress.drain_progress == 50
+    second = DrainPass(client, NODE, DrainOptions(timeout=60), started).run(until=time.monotonic() + 20)
+    assert second.done
+    assert [o.name for o in second.outcomes] == ["a"], "the second pass sees only what is left"
+
+
+def test_wait_for_completion_waits_then_reports_what_is_left() -> None:
+    client = FakeClient([pod("job", labels={"class": "batch"}), pod("web")])
+    timer = threading.Timer(0.2, lambda: client.events.put({"type": "DELETED", "object": client.pods.pop("u-job")}))
+    timer.start()
+    assert wait_for_completion(client, NODE, WaitForCompletion("class=batch", 10)) == (True, [])
+    client = FakeClient([pod("job", labels={"class": "batch"})])
+    started = time.monotonic()
+    assert wait_for_completion(client, NODE, WaitForCompletion("class=batch", 0.3)) == (False, ["ns/job"])
+    assert time.monotonic() - started >= 0.3
+    assert client.evictions() == []
+
+
+def test_pool_size_covers_workers_and_the_watch() -> None:
+    assert pool_size_for(32) == 34
+    assert pool_size_for(0) == 3

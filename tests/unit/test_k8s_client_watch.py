@@ -1,0 +1,217 @@
+"""Client additions for the drain: eviction, pod delete, watch (410 relist, bookmarks, stop), parallel calls.
+
+A small HTTP server on loopback plays the API server, so the real urllib3 code paths run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
+    AUTH_ARG_SPEC,
+    PDBS,
+    PODS,
+    Client,
+    load_configuration,
+)
+
+Handler = Callable[[BaseHTTPRequestHandler, str, dict[str, list[str]], Any], None]
+
+
+class FakeApi:
+    """Records requests; ``handler(request, path, query, body)`` answers them."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
+        api = self
+
+        class Request(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                url = urlsplit(self.path)
+                query = parse_qs(url.query)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                api.requests.append((self.command, url.path, query, body))
+                handler(self, url.path, query, body)
+
+            do_GET = do_POST = do_DELETE = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Request)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def client(self, pool_size: int = 10) -> Client:
+        params: dict[str, Any] = dict.fromkeys(AUTH_ARG_SPEC)
+        return Client(load_configuration(params | {"host": self.host, "api_key": "t"}), pool_size=pool_size)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[Callable[[Handler], FakeApi]]:
+    made: list[FakeApi] = []
+
+    def make(handler: Handler) -> FakeApi:
+        made.append(FakeApi(handler))
+        return made[-1]
+
+    yield make
+    for api in made:
+        api.close()
+
+
+def reply(req: BaseHTTPRequestHandler, status: int, body: Any) -> None:
+    data = json.dumps(body).encode()
+    req.send_response(status)
+    req.send_header("Content-Type", "application/json")
+    req.send_header("Content-Length", str(len(data)))
+    req.end_headers()
+    req.wfile.write(data)
+
+
+def stream(req: BaseHTTPRequestHandler, events: list[dict[str, Any]], hold: float = 0.0) -> None:
+    """A chunked watch response: one JSON line per chunk, then (after ``hold`` s) the end."""
+    req.send_response(200)
+    req.send_header("Content-Type", "application/json")
+    req.send_header("Transfer-Encoding", "chunked")
+    req.end_headers()
+    for event in events:
+        line = json.dumps(event).encode() + b"\n"
+        req.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        req.wfile.flush()
+    time.sleep(hold)
+    req.wfile.write(b"0\r\n\r\n")
+
+
+def pod(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": version}}
+
+
+def test_evict_posts_a_policy_v1_eviction(fake: Callable[[Handler], FakeApi]) -> None:
+    api = fake(lambda req, path, query, body: reply(req, 201, {"kind": "Status", "status": "Success"}))
+    client = api.client()
+    client.evict("p1", "ns")
+    client.evict("p2", "ns", grace_period=0, dry_run=True)
+    (m1, path1, q1, body1), second = api.requests
+    q2, body2 = second[2], second[3]
+    assert (m1, path1, q1) == ("POST", "/api/v1/namespaces/ns/pods/p1/eviction", {})
+    assert body1 == {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p1", "namespace": "ns"}}
+    assert q2 == {"dryRun": ["All"]}
+    assert body2["deleteOptions"] == {"gracePeriodSeconds": 0}
+
+
+def test_eviction_refusal_and_gone_pod_are_typed(fake: Callable[[Handler], FakeApi]) -> None:
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        if "/blocked/" in path:
+            reply(req, 429, {"reason": "TooManyRequests", "message": "Cannot evict pod", "details": {"causes": []}})
+        else:
+            reply(req, 404, {"reason": "NotFound", "details": {"name": "gone", "kind": "pods"}})
+
+    client = fake(handler).client()
+    with pytest.raises(errors.TooManyRequests) as refused:
+        client.evict("blocked", "ns")
+    assert refused.value.body["message"] == "Cannot evict pod"
+    with pytest.raises(errors.NotFound, match="evict pod ns/gone"):
+        client.evict("gone", "ns")
+
+
+def test_delete_pod_grace_period(fake: Callable[[Handler], FakeApi]) -> None:
+    api = fake(lambda req, path, query, body: reply(req, 200, {}))
+    api.client().delete_pod("p", "ns", grace_period=0)
+    api.client().delete_pod("p", "ns")
+    assert [r[:3] for r in api.requests] == [
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", {"gracePeriodSeconds": ["0"]}),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", {}),
+    ]
+
+
+def test_watch_skips_bookmarks_resumes_and_relists_on_410(fake: Callable[[Handler], FakeApi]) -> None:
+    calls: list[dict[str, list[str]]] = []
+
+    def handler(req: BaseHTTPRequestHandler, path: str, query: dict[str, list[str]], body: Any) -> None:
+        if "watch" not in query:  # the relist
+            reply(req, 200, {"kind": "PodList", "metadata": {"resourceVersion": "50"}, "items": [pod("b", "49")]})
+            return
+        calls.append(query)
+        if len(calls) == 1:
+            stream(req, [{"type": "ADDED", "object": pod("a", "11")}, {"type": "BOOKMARK", "object": pod("", "12")}])
+        elif len(calls) == 2:
+            stream(req, [{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}])
+        else:
+            stream(req, [{"type": "DELETED", "object": pod("b", "51")}], hold=5)
+
+    api = fake(handler)
+    watch = api.client().watch(PODS, field_selector="spec.nodeName=n1", resource_version="10", timeout=30)
+    seen: list[tuple[str, Any]] = []
+    for event in watch:
+        seen.append((event["type"], event["object"].get("metadata", {}).get("name")))
+        if event["type"] == "DELETED":
+            watch.stop()
+    assert seen == [("ADDED", "a"), ("RELIST", None), ("DELETED", "b")]
+    assert [q["resourceVersion"] for q in calls] == [["10"], ["12"], ["50"]]
+    assert calls[0]["fieldSelector"] == ["spec.nodeName=n1"]
+    assert calls[0]["allowWatchBookmarks"] == ["true"]
+    assert int(calls[0]["timeoutSeconds"][0]) <= 30
+
+
+def test_watch_stop_from_another_thread_unblocks_it(fake: Callable[[Handler], FakeApi]) -> None:
+    api = fake(lambda req, path, query, body: stream(req, [], hold=20))
+    watch = api.client().watch(PODS, resource_version="1", timeout=60)
+    events: list[Any] = []
+    thread = threading.Thread(target=lambda: events.extend(watch))
+    thread.start()
+    deadline = time.monotonic() + 5  # stop() has to interrupt a read that is already blocked
+    while not api.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert api.requests
+    started = time.monotonic()
+    watch.stop()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 2
+    assert events == []
+
+
+def test_watch_error_status_is_raised(fake: Callable[[Handler], FakeApi]) -> None:
+    api = fake(lambda req, path, query, body: reply(req, 403, {"message": "pods is forbidden"}))
+    with pytest.raises(errors.Forbidden):
+        list(api.client().watch(PODS, timeout=5))
+
+
+def test_parallel_calls_share_the_pool(fake: Callable[[Handler], FakeApi]) -> None:
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.1)
+        with lock:
+            active -= 1
+        reply(req, 200, {"kind": "PodDisruptionBudgetList", "items": []})
+
+    client = fake(handler).client(pool_size=8)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda _: client.list(PDBS, "ns"), range(16)))
+    assert all(r["items"] == [] for r in results)
+    assert peak == 8, "the pool allows as many calls in flight as it has connections"
