@@ -119,7 +119,7 @@ def build() -> Path:
         return bindir
     log(
         f"building Kubernetes {version} ({', '.join(PACKAGES)}) with {go} into {bindir}; "
-        "a cold build takes about 15-25 minutes on 2 cores, later runs reuse it"
+        "a cold build takes about 10 minutes on 2 cores (go module downloads included), later runs reuse it"
     )
     tmp = bindir.with_name(bindir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
