@@ -27,7 +27,6 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -68,17 +67,6 @@ def bench_versions(python: Path) -> dict[str, str]:
     return json.loads(out)
 
 
-def wait_until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
-
-
 def pods_on(core: k8s.CoreV1Api, node: str) -> list[k8s.V1Pod]:
     return core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
 
@@ -111,7 +99,7 @@ def populate(api: k8s.ApiClient, namespace: str, nodes: list[str], pods: int) ->
             items = pods_on(core, node)
             return sum(1 for p in items if p.status.phase == "Running") >= pods
 
-        wait_until(running, 300, f"{pods} pods Running on {node}")
+        kwok.wait_until(running, 300, f"{pods} pods Running on {node}")
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:

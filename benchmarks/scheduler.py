@@ -33,19 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _collections_root() -> Path:
-    if ROOT.parent.name == "nodeops" and ROOT.parent.parent.name == "ansible_collections":
-        return ROOT.parent.parent.parent
-    base = ROOT / ".build" / "collections"
-    link = base / "ansible_collections" / "nodeops" / "maintenance"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(ROOT, target_is_directory=True)
-    return base
-
-
-sys.path.insert(0, str(_collections_root()))
-
+sys.path.insert(0, str(ROOT / "tests"))
+import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (  # noqa: E402
     SchedulerConfig,
     parse_nodes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,17 +32,6 @@ def pool(api: k8s.ApiClient) -> Iterator[tuple[str, list[str]]]:
     kwok.delete_nodes(api, names)
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
-
-
 def pods_on(core: k8s.CoreV1Api, node: str, namespace: str) -> dict[str, k8s.V1Pod]:
     pods = core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={node}").items
     return {p.metadata.name: p for p in pods}
@@ -54,7 +43,7 @@ def running_on(core: k8s.CoreV1Api, node: str, namespace: str, count: int) -> di
         running = {n: p for n, p in pods.items() if p.status.phase == "Running" and not p.metadata.deletion_timestamp}
         return running if len(running) >= count else None
 
-    return wait_for(check, f"{count} pods Running on {node}")
+    return kwok.wait_until(check, 60, f"{count} pods Running on {node}")
 
 
 def template(labels: dict[str, str], selector: dict[str, str], emptydir: bool = False) -> dict[str, Any]:
@@ -171,7 +160,7 @@ def spread_setup(
         status = policy.read_namespaced_pod_disruption_budget("web-pdb", namespace).status
         return bool(status and status.observed_generation and status.current_healthy == replicas)
 
-    wait_for(observed, "the disruption controller to count the PDB's pods")
+    kwok.wait_until(observed, 60, "the disruption controller to count the PDB's pods")
     core.patch_node(spare, {"spec": {"unschedulable": None}})
     return pods
 

@@ -183,13 +183,6 @@ def test_classify_sorts_and_block_message_names_every_pod_and_option() -> None:
     assert d.block_message("n1", [p for p in plans if p.action != d.BLOCK]) == ""
 
 
-def test_eviction_body_grace_period() -> None:
-    own = d.eviction_body("ns", "p", None)
-    assert own == {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "ns"}}
-    assert d.eviction_body("ns", "p", 0)["deleteOptions"] == {"gracePeriodSeconds": 0}
-    assert d.eviction_body("ns", "p", 30)["deleteOptions"] == {"gracePeriodSeconds": 30}
-
-
 def test_pdbs_for_pod_only_in_its_namespace() -> None:
     p = pod("web-1", labels={"app": "web"})
     pdbs = [

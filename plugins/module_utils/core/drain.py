@@ -258,19 +258,7 @@ def pdbs_from_status(body: Mapping[str, Any]) -> list[str]:
     return sorted(set(names))
 
 
-# ----------------------------------------------------------------------------- eviction bodies, backoff
-
-
-def eviction_body(namespace: str, name: str, grace_period: int | None) -> dict[str, Any]:
-    """A policy/v1 Eviction; the pod's own grace period unless ``grace_period`` is set (0 included)."""
-    body: dict[str, Any] = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": name, "namespace": namespace},
-    }
-    if grace_period is not None:
-        body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
-    return body
+# ----------------------------------------------------------------------------- backoff
 
 
 def retry_delay(attempt: int, base: float = 0.5, cap: float = 5.0) -> float:
