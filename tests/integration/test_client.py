@@ -74,3 +74,22 @@ def test_missing_kubernetes_package_is_reported(cluster: Any, tmp_path: Path) ->
     )
     assert run.failed
     assert "Failed to import the required Python library (kubernetes)" in run.result["msg"]
+
+
+def test_replace_is_conditional_and_events_are_recorded(cluster: Any, api: k8s.ApiClient, namespace: str) -> None:
+    client = admin(cluster)
+    configmaps = Resource("v1", "configmaps", namespaced=True, kind="ConfigMap")
+    created = client.create(
+        configmaps, {"metadata": {"name": "cm", "namespace": namespace}, "data": {"a": "1"}}, namespace
+    )
+    updated = client.replace(configmaps, {**created, "data": {"a": "2"}})
+    assert updated["data"] == {"a": "2"}
+    with pytest.raises(errors.Conflict):
+        client.replace(configmaps, {**created, "data": {"a": "3"}})  # the resourceVersion of before the update
+
+    event = client.create_event(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": updated["metadata"]}, "Tested", "an event", "Warning"
+    )
+    assert event["involvedObject"]["uid"] == updated["metadata"]["uid"]
+    listed = k8s.CoreV1Api(api).list_namespaced_event(namespace, field_selector="reason=Tested").items
+    assert [(e.type, e.message, e.involved_object.name) for e in listed] == [("Warning", "an event", "cm")]

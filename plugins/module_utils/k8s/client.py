@@ -92,9 +92,38 @@ MAINTENANCE_CONFIGS = Resource(
 )
 DAEMONSETS = Resource("apps/v1", "daemonsets", namespaced=True, kind="DaemonSet")
 PDBS = Resource("policy/v1", "poddisruptionbudgets", namespaced=True, kind="PodDisruptionBudget")
+LEASES = Resource("coordination.k8s.io/v1", "leases", namespaced=True, kind="Lease")
+VOLUME_ATTACHMENTS = Resource("storage.k8s.io/v1", "volumeattachments", namespaced=False, kind="VolumeAttachment")
+NODE_HEALTH_CHECKS = Resource(
+    "remediation.medik8s.io/v1alpha1", "nodehealthchecks", namespaced=False, kind="NodeHealthCheck"
+)
+_SNR = "self-node-remediation.medik8s.io/v1alpha1"
+SELF_NODE_REMEDIATIONS = Resource(_SNR, "selfnoderemediations", namespaced=True, kind="SelfNodeRemediation")
+SELF_NODE_REMEDIATION_TEMPLATES = Resource(
+    _SNR, "selfnoderemediationtemplates", namespaced=True, kind="SelfNodeRemediationTemplate"
+)
+SELF_NODE_REMEDIATION_CONFIGS = Resource(
+    _SNR, "selfnoderemediationconfigs", namespaced=True, kind="SelfNodeRemediationConfig"
+)
 KNOWN_RESOURCES = {
     (r.api_version, r.kind): r
-    for r in (NODES, PODS, NAMESPACES, EVENTS, CRDS, NODE_MAINTENANCES, MAINTENANCE_CONFIGS, DAEMONSETS, PDBS)
+    for r in (
+        NODES,
+        PODS,
+        NAMESPACES,
+        EVENTS,
+        CRDS,
+        NODE_MAINTENANCES,
+        MAINTENANCE_CONFIGS,
+        DAEMONSETS,
+        PDBS,
+        LEASES,
+        VOLUME_ATTACHMENTS,
+        NODE_HEALTH_CHECKS,
+        SELF_NODE_REMEDIATIONS,
+        SELF_NODE_REMEDIATION_TEMPLATES,
+        SELF_NODE_REMEDIATION_CONFIGS,
+    )
 }
 
 
@@ -365,6 +394,60 @@ class Client:
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         name = (body.get("metadata") or {}).get("name", "")
         return self.request("POST", res.path(namespace), body=body, what=f"create {res.kind or res.plural} {name}")
+
+    def replace(self, res: Resource, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        """PUT the whole object (or its ``status`` subresource).
+
+        Conditional: the body's ``metadata.resourceVersion`` must still be current, else Conflict is
+        raised and the caller re-reads and retries (DESIGN.md section 5).
+        """
+        meta = body.get("metadata") or {}
+        what = f"update {res.kind or res.plural} {meta.get('name', '')}" + (f" {subresource}" if subresource else "")
+        return self.request("PUT", res.path(meta.get("namespace"), meta["name"], subresource), body=body, what=what)
+
+    def create_event(
+        self,
+        involved: dict[str, Any],
+        reason: str,
+        message: str,
+        event_type: str = "Normal",
+        component: str = "nodeops-maintenance",
+        now: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a core/v1 Event about ``involved`` (a full object: apiVersion, kind, metadata).
+
+        Events of cluster-scoped objects go to the ``default`` namespace, as kubectl and controllers do.
+        ``now`` is an RFC 3339 time; by default the current UTC time.
+        """
+        import datetime
+        import uuid
+
+        meta = involved.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        stamp = now or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": component,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        return self.create(EVENTS, body, namespace)
 
     def patch(
         self,
