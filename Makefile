@@ -80,13 +80,14 @@ build-check: venv
 # The modules, the crds role and the unit tests under the oldest supported ansible-core; the other
 # tools keep the versions of tests/requirements.txt (used as constraints).
 compat: venv binaries
-	@echo "== ansible-core $(CORE_COMPAT): unit tests, cordon and crds integration tests"
+	@echo "== ansible-core $(CORE_COMPAT): unit tests; cordon, crds and inventory integration tests"
 	@if [ ! -x $(COMPAT_VENV)/bin/ansible ]; then \
 	  $(PYTHON) -m venv $(COMPAT_VENV) && \
 	  grep -v '^ansible-core' tests/requirements.txt > $(BUILD)/compat-constraints.txt && \
 	  $(COMPAT_VENV)/bin/pip install --quiet --disable-pip-version-check -c $(BUILD)/compat-constraints.txt \
 	    ansible-core==$(CORE_COMPAT) kubernetes pytest hypothesis cryptography; fi
-	$(COMPAT_VENV)/bin/python -m pytest -q tests/unit tests/integration/test_cordon.py tests/integration/test_crds.py
+	$(COMPAT_VENV)/bin/python -m pytest -q tests/unit tests/integration/test_cordon.py tests/integration/test_crds.py \
+	  tests/integration/test_inventory.py
 
 # For people: a control plane that stays up until cluster-down.
 cluster-up: venv binaries
