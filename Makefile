@@ -20,9 +20,9 @@ ANSIBLE_VERSION := $(shell sed -n 's/^ansible-core==\([0-9]*\.[0-9]*\).*/\1/p' t
 CORE_COMPAT := 2.16.19
 COMPAT_VENV := $(BUILD)/core-$(CORE_COMPAT)
 
-.PHONY: test venv binaries lint unit integration sanity ansible-lint build-check compat cluster-up cluster-down cluster-status clean
+.PHONY: test venv binaries lint unit integration sanity ansible-lint molecule build-check compat cluster-up cluster-down cluster-status clean
 
-test: venv binaries lint unit integration sanity ansible-lint build-check
+test: venv binaries lint unit integration sanity ansible-lint molecule build-check
 	@echo "make test: all checks passed"
 
 venv: $(VENV)/.installed
@@ -68,6 +68,15 @@ sanity: venv
 ansible-lint: venv
 	@echo "== ansible-lint --profile production"
 	$(BIN)/ansible-lint --profile production
+
+# The node_agent role on a host that runs systemd: a Debian root file system (debootstrap, cached in
+# ~/.cache/nodeops-maintenance/molecule) booted with systemd-nspawn. Needs root, systemd-nspawn and debootstrap.
+molecule: venv
+	@echo "== molecule: the node_agent role on a systemd host (systemd-nspawn)"
+	@if ! command -v systemd-nspawn >/dev/null || ! command -v debootstrap >/dev/null; then \
+	  echo "installing Debian's systemd-container and debootstrap (needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd-container debootstrap; fi
+	cd roles/node_agent && $(abspath $(BIN))/molecule test
 
 build-check: venv
 	@echo "== ansible-galaxy collection build / install / ansible-doc"

@@ -34,20 +34,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from . import nodes as _nodes
 from .duration import DurationError, parse_duration
 from .intorpercent import IntOrPercentError, parse, scaled
 from .labelselector import SelectorError, matches, validate
+from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
 
 EXCLUDE_LABEL = "remediation.medik8s.io/exclude-from-remediation"
-NODE_NAME_ANNOTATION = "remediation.medik8s.io/node-name"
+# defined in core/nodes.py, shared with the node agent; kept here for the modules that import them from health
+NODE_NAME_ANNOTATION = _nodes.NODE_NAME_ANNOTATION
+CONTROL_PLANE_LABELS = _nodes.CONTROL_PLANE_LABELS
 TEMPLATE_NAME_ANNOTATION = "remediation.medik8s.io/template-name"
-TIMED_OUT_ANNOTATION = "remediation.medik8s.io/nhc-timed-out"
 HEALTHY_DELAY_ANNOTATION = "remediation.medik8s.io/healthy-delay"
 CONFIRMED_HEALTHY_ANNOTATION = "remediation.medik8s.io/manually-confirmed-healthy"
 CONTROL_PLANE_CR_LABEL = "remediation.medik8s.io/isControlPlaneNode"
 #: UTC; ``datetime.UTC`` needs Python 3.11 and the node agent runs on 3.9.
 UTC = timezone.utc  # noqa: UP017
-CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 
 DEFAULT_UNHEALTHY_CONDITIONS: tuple[dict[str, str], ...] = (
     {"type": "Ready", "status": "False", "duration": "300s"},
@@ -271,17 +273,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str(_meta(obj).get("name", ""))
-
-
-def is_control_plane(node: Mapping[str, Any]) -> bool:
-    labels = _meta(node).get("labels") or {}
-    return any(label in labels for label in CONTROL_PLANE_LABELS)
-
-
-def remediation_node(remediation: Mapping[str, Any]) -> str:
-    """The node a remediation object is for: its node-name annotation, else its name."""
-    annotations = _meta(remediation).get("annotations") or {}
-    return str(annotations.get(NODE_NAME_ANNOTATION) or _name(remediation))
 
 
 def _condition(obj: Mapping[str, Any], ctype: str) -> str | None:

@@ -1,0 +1,275 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node agent's decisions: is my node healthy, should it fence itself, what do I tell a peer.
+
+Pure, standard library only, Python 3.9 syntax at run time: the node agent (issue 7) imports this
+file on the node's system Python. No clock and no network: the agent asks its peers and passes the
+answers (and the seconds since the last answer) in. Semantics of medik8s Self Node Remediation
+(reference A.2.3, A.2.4, A.2.6), with ``minPeersForRemediation`` honoured (DESIGN.md deviation 3).
+
+Worker verdict, after a failed API probe (``worker_verdict``), first rule that applies:
+
+====================================  ==========================  =========  ===========
+condition                             code                        fence      reset count
+====================================  ==========================  =========  ===========
+errors < maxApiErrorThreshold         ThresholdNotReached         no         no
+worker peers < minPeersForRemediation TooFewPeers                 no         no
+no worker peers (minPeers 0)          NoPeersIsolated             yes        no
+a batch has a Healthy answer          PeerReportsHealthy          no         yes
+a batch has an Unhealthy answer       PeerReportsUnhealthy        yes        no
+API errors so far > peers // 2        ApiServerOutage             no         no
+no decision, an answer within 30 s    RecentPeerAnswer            no         no
+no decision, no answer for > 30 s     Isolated                    yes        no
+====================================  ==========================  =========  ===========
+
+Batches are asked in order (3, then ``max(3, (N - 3) // 10)``; :func:`safetime.peer_batches`); the
+first batch that decides ends the round, so the caller passes the batches as a lazy iterable.
+
+Control-plane verdict (``control_plane_verdict``), for a node labelled control-plane, from the worker
+verdict, the answers of all control-plane peers and the node's self-diagnostics: any control-plane
+peer reporting Unhealthy → fence; worker PeerReportsUnhealthy → fence; worker Isolated or
+NoPeersIsolated → healthy only if a control-plane peer answered; ApiServerOutage → healthy only if the
+diagnostics pass; TooFewPeers → healthy only if the diagnostics pass and a control-plane peer
+answered; any other worker verdict → healthy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
+
+# Answers of a peer (upstream's HealthCheckResponse values).
+HEALTHY = 1
+UNHEALTHY = 2
+API_ERROR = 3
+REQUEST_FAILED = -1  # no answer: dial or request failed or timed out (counted by the asker only)
+ANSWER_NAMES = {HEALTHY: "Healthy", UNHEALTHY: "Unhealthy", API_ERROR: "ApiError", REQUEST_FAILED: "RequestFailed"}
+
+#: Seconds without any peer answer after which a node that cannot decide counts as isolated.
+MAX_SECONDS_WITHOUT_PEER_ANSWER = 30.0
+#: After the watchdog stopped being fed, the software reboot runs this long after the watchdog's
+#: own timeout (if the node still runs, the watchdog did not reset it). Within the safe time's
+#: "watchdog + 30 s" part.
+SOFTWARE_REBOOT_MARGIN_SECONDS = 10.0
+
+
+class Code:
+    THRESHOLD_NOT_REACHED = "ThresholdNotReached"
+    TOO_FEW_PEERS = "TooFewPeers"
+    NO_PEERS_ISOLATED = "NoPeersIsolated"
+    PEER_REPORTS_HEALTHY = "PeerReportsHealthy"
+    PEER_REPORTS_UNHEALTHY = "PeerReportsUnhealthy"
+    API_SERVER_OUTAGE = "ApiServerOutage"
+    RECENT_PEER_ANSWER = "RecentPeerAnswer"
+    ISOLATED = "Isolated"
+    # control-plane verdict only
+    CONTROL_PLANE_PEER_REPORTS_UNHEALTHY = "ControlPlanePeerReportsUnhealthy"
+    CONTROL_PLANE_PEERS_REACHABLE = "ControlPlanePeersReachable"
+    CONTROL_PLANE_PEERS_UNREACHABLE = "ControlPlanePeersUnreachable"
+    DIAGNOSTICS_PASSED = "DiagnosticsPassed"
+    DIAGNOSTICS_FAILED = "DiagnosticsFailed"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str
+    fence: bool
+    reset_errors: bool
+    reason: str
+    answers: tuple[int, ...] = ()  # every answer received this round, in batch order
+    batches_asked: int = 0
+
+    @property
+    def any_answer(self) -> bool:
+        """Whether a peer answered at all (any status other than RequestFailed)."""
+        return any(answer != REQUEST_FAILED for answer in self.answers)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "fence": self.fence,
+            "reset_errors": self.reset_errors,
+            "reason": self.reason,
+            "answers": [ANSWER_NAMES.get(a, str(a)) for a in self.answers],
+            "batches_asked": self.batches_asked,
+        }
+
+
+def worker_verdict(
+    error_count: int,
+    threshold: int,
+    worker_peers: int,
+    min_peers: int,
+    batches: Iterable[Sequence[int]],
+    seconds_since_last_answer: float,
+) -> Verdict:
+    """The worker verdict after ``error_count`` consecutive failed API probes.
+
+    ``batches`` yields the answers of each batch of peers in turn (only consumed when peers are to be
+    asked, and only until a batch decides); ``seconds_since_last_answer`` is the time since any peer
+    last answered, measured by the caller before this round (an answer in this round makes it 0).
+    """
+    if error_count < threshold:
+        return Verdict(
+            Code.THRESHOLD_NOT_REACHED, False, False, f"{error_count} of {threshold} API errors: peers not asked yet"
+        )
+    if worker_peers < min_peers:
+        return Verdict(
+            Code.TOO_FEW_PEERS,
+            False,
+            False,
+            f"{worker_peers} worker peers, fewer than minPeersForRemediation {min_peers}: assuming healthy",
+        )
+    if worker_peers == 0:
+        return Verdict(Code.NO_PEERS_ISOLATED, True, False, "no worker peers and minPeersForRemediation 0: isolated")
+    answers: list[int] = []
+    api_errors = 0
+    asked = 0
+    for batch in batches:
+        asked += 1
+        batch = tuple(batch)
+        answers.extend(batch)
+        if HEALTHY in batch:
+            return Verdict(
+                Code.PEER_REPORTS_HEALTHY,
+                False,
+                True,
+                "a peer sees no remediation for this node",
+                tuple(answers),
+                asked,
+            )
+        if UNHEALTHY in batch:
+            return Verdict(
+                Code.PEER_REPORTS_UNHEALTHY,
+                True,
+                False,
+                "a peer reports a remediation for this node",
+                tuple(answers),
+                asked,
+            )
+        api_errors += batch.count(API_ERROR)
+        if api_errors > worker_peers // 2:
+            return Verdict(
+                Code.API_SERVER_OUTAGE,
+                False,
+                False,
+                f"{api_errors} of {worker_peers} peers cannot reach the API server either: control-plane outage",
+                tuple(answers),
+                asked,
+            )
+    received = tuple(answers)
+    if any(answer != REQUEST_FAILED for answer in received) or seconds_since_last_answer <= (
+        MAX_SECONDS_WITHOUT_PEER_ANSWER
+    ):
+        return Verdict(
+            Code.RECENT_PEER_ANSWER, False, False, "no decision, but a peer answered recently", received, asked
+        )
+    return Verdict(
+        Code.ISOLATED,
+        True,
+        False,
+        f"no peer answered for {seconds_since_last_answer:.0f}s (more than {MAX_SECONDS_WITHOUT_PEER_ANSWER:.0f}s):"
+        " isolated",
+        received,
+        asked,
+    )
+
+
+def control_plane_verdict(worker: Verdict, control_plane_answers: Sequence[int], diagnostics_ok: bool) -> Verdict:
+    """The verdict of a control-plane node from its worker verdict, the answers of all its control-plane
+    peers (asked in one batch) and whether its self-diagnostics pass."""
+    reachable = any(answer != REQUEST_FAILED for answer in control_plane_answers)
+    answers = worker.answers + tuple(control_plane_answers)
+
+    def verdict(code: str, fence: bool, reason: str) -> Verdict:
+        return Verdict(code, fence, worker.reset_errors and not fence, reason, answers, worker.batches_asked)
+
+    if UNHEALTHY in control_plane_answers:
+        return verdict(Code.CONTROL_PLANE_PEER_REPORTS_UNHEALTHY, True, "a control-plane peer reports a remediation")
+    if worker.code == Code.PEER_REPORTS_UNHEALTHY:
+        return verdict(worker.code, True, worker.reason)
+    if worker.code in (Code.ISOLATED, Code.NO_PEERS_ISOLATED):
+        if reachable:
+            return verdict(
+                Code.CONTROL_PLANE_PEERS_REACHABLE, False, "no worker peer answers, but a control-plane peer"
+            )
+        return verdict(Code.CONTROL_PLANE_PEERS_UNREACHABLE, True, worker.reason + "; no control-plane peer answers")
+    if worker.code == Code.API_SERVER_OUTAGE:
+        if diagnostics_ok:
+            return verdict(Code.DIAGNOSTICS_PASSED, False, worker.reason + "; self-diagnostics pass")
+        return verdict(Code.DIAGNOSTICS_FAILED, True, worker.reason + "; self-diagnostics fail")
+    if worker.code == Code.TOO_FEW_PEERS:
+        if diagnostics_ok and reachable:
+            return verdict(
+                Code.DIAGNOSTICS_PASSED, False, worker.reason + "; diagnostics pass, control plane reachable"
+            )
+        why = "self-diagnostics fail" if not diagnostics_ok else "no control-plane peer answers"
+        return verdict(
+            Code.DIAGNOSTICS_FAILED if not diagnostics_ok else Code.CONTROL_PLANE_PEERS_UNREACHABLE,
+            True,
+            f"{worker.reason}; {why}",
+        )
+    return verdict(worker.code, False, worker.reason)
+
+
+def node_verdict(
+    node_is_control_plane: bool,
+    worker: Verdict,
+    control_plane_answers: Sequence[int] = (),
+    diagnostics_ok: bool = True,
+) -> Verdict:
+    """The verdict for the node: the control-plane rules on a control-plane node, else the worker one."""
+    if node_is_control_plane:
+        return control_plane_verdict(worker, control_plane_answers, diagnostics_ok)
+    return worker
+
+
+def node_is_control_plane(node: Mapping[str, Any]) -> bool:
+    """Whether a Node object carries a control-plane (or master) role label."""
+    return is_control_plane(node)
+
+
+def remediations_for(remediations: Iterable[Mapping[str, Any]], node: str) -> list[Mapping[str, Any]]:
+    """The SelfNodeRemediation objects that ask for ``node`` (its annotation, else the object's name)."""
+    return [item for item in remediations if remediation_node(item) == node]
+
+
+def peer_answer(remediations: Iterable[Mapping[str, Any]], asker: str) -> int:
+    """What a peer answers ``asker`` after listing the SelfNodeRemediations: Unhealthy when one is for
+    the asker, else Healthy (an API error is answered API_ERROR by the caller)."""
+    return UNHEALTHY if remediations_for(remediations, asker) else HEALTHY
+
+
+def _created(item: Mapping[str, Any]) -> datetime | None:
+    text = (item.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def remediation_to_act_on(
+    remediations: Iterable[Mapping[str, Any]], node: str, boot_time: datetime, fenced_uids: Iterable[str] = ()
+) -> Mapping[str, Any] | None:
+    """The SelfNodeRemediation for ``node`` this agent must fence for, or None.
+
+    One created after the node's last boot (``boot_time``, timezone-aware) that this agent has not
+    fenced for yet (``fenced_uids``) and that Node Health Check has not given up
+    (``remediation.medik8s.io/nhc-timed-out``). One created before the boot was already served by
+    that reboot (upstream's uptime check), so a node does not reboot twice for one remediation.
+    """
+    done = set(fenced_uids)
+    for item in remediations_for(remediations, node):
+        meta = item.get("metadata") or {}
+        if meta.get("uid") in done or TIMED_OUT_ANNOTATION in (meta.get("annotations") or {}):
+            continue
+        created = _created(item)
+        if created is None or created > boot_time:
+            return item
+    return None

@@ -1,0 +1,180 @@
+"""The node_agent role through playbooks/deploy_agent.yml, against the real test cluster.
+
+This machine runs no systemd (and no container engine or systemd-nspawn to boot one), so the two hosts are
+local directories (``node_agent_manage_service: false``): the role creates the ServiceAccount and its
+token, the peer PKI with community.crypto, installs the agent, its core files, certificates and checked
+configuration; a second run changes nothing. The test then starts the installed agents the way the unit
+would and checks them: healthy with the least-privilege token, peers answer only a client certificate of
+the role's CA.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cluster import kwok
+from integration.test_crds import run_role
+from kubernetes import client
+from support.ansible_cli import BIN, clean_env
+from support.node_agent import ROOT, AgentProcess, ask_peer, issue, peer_client_context, wait_for
+
+pytestmark = pytest.mark.integration
+
+PLAYBOOK = ROOT / "playbooks/deploy_agent.yml"
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def deploy(cluster: Any, inventory: Path, extra: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    cmd = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra)]
+    env = clean_env(
+        {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "K8S_AUTH_KUBECONFIG": str(cluster.kubeconfig)}
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+    recap = {m.group(1): tuple(int(g) for g in m.groups()[1:]) for m in RECAP.finditer(proc.stdout)}
+    assert proc.returncode == 0 and recap, f"rc={proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    return recap
+
+
+@pytest.fixture
+def deployed(cluster: Any, api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    run_role(cluster, tmp_path, {})  # the SelfNodeRemediation CRDs
+    nodes = kwok.add_nodes(api, 2, prefix="role-agent", labels={"node-role.kubernetes.io/worker": ""})
+    hosts: dict[str, Any] = {}
+    for name in nodes:
+        base = tmp_path / name
+        (base).mkdir()
+        (base / "watchdog").write_bytes(b"")
+        hosts[name] = {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "node_agent_address": "127.0.0.1",
+            "node_agent_python": sys.executable,
+            "node_agent_install_dir": str(base / "opt"),
+            "node_agent_config_dir": str(base / "etc"),
+            "node_agent_status_file": str(base / "run/status.json"),
+            "node_agent_reboot_command": ["true"],
+            "node_agent_watchdog_timeout_seconds": 3,
+            "node_agent_settings": {
+                "hostPort": free_port(),
+                "listenAddress": "127.0.0.1",
+                "apiCheckInterval": "1s",
+                "watchdogFilePath": str(base / "watchdog"),
+                "sysrqTriggerPath": str(base / "sysrq"),
+                "softdogModule": False,
+            },
+        }
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    extra = {
+        "node_agent_hosts": "all",
+        "node_agent_become": False,
+        "node_agent_health_check": False,
+        "node_agent_manage_service": False,
+        "node_agent_api_server": cluster.server,
+        "node_agent_api_ca_file": str(cluster.ca_file),
+        "node_agent_credential_namespace": namespace,
+        "node_agent_pki_dir": str(tmp_path / "pki"),
+    }
+    agents: list[AgentProcess] = []
+    rbac = client.RbacAuthorizationV1Api(api)
+    try:
+        yield {
+            "cluster": cluster,
+            "inventory": inventory,
+            "extra": extra,
+            "hosts": hosts,
+            "agents": agents,
+            "pki": tmp_path / "pki",
+            "tmp": tmp_path,
+        }
+    finally:
+        for agent in agents:
+            agent.stop()
+        kwok.delete_nodes(api, nodes, wait=False)
+        for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
+            try:
+                delete("nodeops-node-agent")
+            except client.ApiException as err:
+                if err.status != 404:
+                    raise
+
+
+def test_role_installs_agents_that_run_and_refuse_strangers(deployed: dict[str, Any]) -> None:
+    cluster, inventory, extra = deployed["cluster"], deployed["inventory"], deployed["extra"]
+    first = deploy(cluster, inventory, extra)
+    assert all(counts[1] > 0 and counts[3] == 0 for counts in first.values()), first
+    second = deploy(cluster, inventory, extra)
+    assert all(counts[1] == 0 and counts[3] == 0 for counts in second.values()), second
+
+    names = sorted(deployed["hosts"])
+    pki: Path = deployed["pki"]
+    for name in names:
+        host = deployed["hosts"][name]
+        etc = Path(host["node_agent_config_dir"])
+        assert (etc / "token").stat().st_mode & 0o777 == 0o600
+        assert (etc / "peer.key").stat().st_mode & 0o777 == 0o600
+        assert {p["name"] for p in json.loads((etc / "peers.json").read_text())} == set(names)
+        # the installed agent runs from its own directory (core files as nodeops_core), as the unit starts it
+        agent = AgentProcess(name, deployed["tmp"] / name, json.loads((etc / "config.json").read_text()))
+        agent.directory = etc.parent
+        command = [sys.executable, str(Path(host["node_agent_install_dir"]) / "nodeops_node_agent.py")]
+        check = subprocess.run(
+            [*command, "--check-config", "--config", str(etc / "config.json")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert check.returncode == 0, check.stderr
+        log = (etc.parent / "agent.log").open("ab")
+        agent.process = subprocess.Popen(
+            [*command, "--config", str(etc / "config.json")], stdout=log, stderr=subprocess.STDOUT
+        )
+        deployed["agents"].append(agent)
+
+    status_files = [Path(deployed["hosts"][n]["node_agent_status_file"]) for n in names]
+
+    def healthy() -> bool:
+        try:
+            return all(json.loads(p.read_text())["state"] == "healthy" for p in status_files)
+        except (OSError, ValueError):
+            return False
+
+    wait_for(healthy, 30, "both installed agents healthy")
+
+    port = deployed["hosts"][names[0]]["node_agent_settings"]["hostPort"]
+    ca = pki / "ca.crt"
+    valid = peer_client_context(ca, pki / f"{names[1]}.crt", pki / f"{names[1]}.key")
+    # a peer of the role's CA gets an answer read with the least-privilege token (1 = Healthy, not 3 = ApiError)
+    assert ask_peer("127.0.0.1", port, names[0], valid) == (200, {"status": 1})
+    for context in (
+        peer_client_context(ca, None, None),
+        peer_client_context(ca, *issue("stranger", issue("other-ca")).write(deployed["tmp"], "stranger")),
+    ):
+        with pytest.raises((ssl.SSLError, OSError)):
+            ask_peer("127.0.0.1", port, names[0], context)
+
+    # the token can do nothing else: listing pods is forbidden
+    token = (Path(deployed["hosts"][names[0]]["node_agent_config_dir"]) / "token").read_text().strip()
+    request = urllib.request.Request(f"{cluster.server}/api/v1/pods", headers={"Authorization": f"Bearer {token}"})
+    with pytest.raises(urllib.error.HTTPError) as forbidden:
+        urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(cluster.ca_file)), timeout=10)
+    assert forbidden.value.code == 403

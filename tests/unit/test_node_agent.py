@@ -1,0 +1,308 @@
+"""The node agent as a process on loopback: --check-config, the mutual-TLS peer channel and its refusals,
+the watchdog (a file) and fencing, against a small fake API server.
+
+The agent runs as a real process; the scenarios with several agents and the real API server are in
+tests/integration/test_node_agent.py.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.node_agent import (
+    AGENT,
+    AgentProcess,
+    FakeApi,
+    Identity,
+    ask_peer,
+    free_port,
+    issue,
+    make_agent,
+    peer_client_context,
+    wait_for,
+)
+
+HEALTHY, UNHEALTHY, API_ERROR = 1, 2, 3
+
+
+@pytest.fixture
+def fake_api(tmp_path: Path) -> Iterator[FakeApi]:
+    api = FakeApi(tmp_path / "api").start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, Any]:
+    ca = issue("nodeops-peer-ca")
+    ca_file = ca.write(tmp_path / "pki", "ca")[0]
+    return {"ca": ca, "ca_file": ca_file, "dir": tmp_path / "pki"}
+
+
+@pytest.fixture
+def agents() -> Iterator[list[AgentProcess]]:
+    started: list[AgentProcess] = []
+    yield started
+    for agent in started:
+        agent.stop()
+
+
+def client(pki: dict[str, Any], name: str, ca: Identity | None = None, expired: bool = False) -> ssl.SSLContext:
+    cert, key = issue(name, ca or pki["ca"], expired=expired).write(pki["dir"], f"client-{name}-{expired}")
+    return peer_client_context(pki["ca_file"], cert, key)
+
+
+# -- --check-config ------------------------------------------------------------------------------------
+def check_config(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(AGENT), "--check-config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_check_config_accepts_a_valid_file(tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    result = check_config(agent.directory / "config.json")
+    assert result.returncode == 0, result.stderr
+    assert "is valid" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("apiCheckInterval", "500ms", "apiCheckInterval: '500ms' is below the minimum of 1s"),
+        ("hostPort", 0, "hostPort: 0 is below the minimum of 1"),
+        ("maxApiErrorThreshold", 0, "maxApiErrorThreshold: 0 is below the minimum of 1"),
+        ("peerUpdateInterval", "1m30", "peerUpdateInterval: '1m30' is not a duration"),
+        ("tokenFile", "/nonexistent/token", "tokenFile: /nonexistent/token is not readable"),
+    ],
+)
+def test_check_config_names_the_field(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, field: str, value: Any, message: str
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, [], **{field: value})
+    result = check_config(agent.directory / "config.json")
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_check_config_of_a_file_that_is_not_json(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("nodeName: w1\n")
+    result = check_config(path)
+    assert result.returncode == 2 and "config.json" in result.stderr
+
+
+# -- the peer channel ------------------------------------------------------------------------------------
+def test_peer_answers_about_the_asker_only(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    port = agent.config["hostPort"]
+    assert ask_peer("127.0.0.1", port, "w1", client(pki, "w2")) == (200, {"status": HEALTHY})
+    fake_api.remediations = [{"metadata": {"name": "w2", "namespace": "ops", "uid": "a"}}]
+    assert ask_peer("127.0.0.1", port, "w1", client(pki, "w2")) == (200, {"status": UNHEALTHY})
+    assert ask_peer("127.0.0.1", port, "w1", client(pki, "w3")) == (200, {"status": HEALTHY})
+    fake_api.up = False
+    assert ask_peer("127.0.0.1", port, "w1", client(pki, "w2")) == (200, {"status": API_ERROR})
+    # the server's certificate is checked against the node name the client expects
+    with pytest.raises(ssl.SSLCertVerificationError):
+        ask_peer("127.0.0.1", port, "w9", client(pki, "w2"))
+
+
+def refused(port: int, context: ssl.SSLContext) -> bool:
+    try:
+        ask_peer("127.0.0.1", port, "w1", context)
+    except (OSError, ssl.SSLError, ConnectionError, ValueError, IndexError):
+        return True
+    return False
+
+
+def test_peer_refuses_unauthenticated_and_random_clients(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    fake_api.remediations = [{"metadata": {"name": "intruder", "namespace": "ops", "uid": "a"}}]
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    port = agent.config["hostPort"]
+
+    no_cert = peer_client_context(pki["ca_file"], None, None)
+    assert refused(port, no_cert)
+    assert refused(port, client(pki, "intruder", ca=issue("other-ca")))
+    assert refused(port, client(pki, "intruder", expired=True))
+    # TLS 1.2 is refused too
+    old = client(pki, "intruder")
+    old.minimum_version = old.maximum_version = ssl.TLSVersion.TLSv1_2
+    assert refused(port, old)
+
+    # 10,000 random payloads, 8 senders at a time
+    rng = random.Random(7)
+    payloads = [rng.randbytes(rng.randint(1, 2048)) for _index in range(10_000)]
+    answered: list[bytes] = []
+
+    def send(chunk: list[bytes]) -> None:
+        for payload in chunk:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                try:
+                    sock.sendall(payload)
+                    sock.shutdown(socket.SHUT_WR)
+                    data = sock.recv(65536)
+                except OSError:
+                    continue
+                if b"status" in data:
+                    answered.append(data)
+
+    threads = [threading.Thread(target=send, args=(payloads[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answered == []
+    assert agent.alive()
+    # nothing unauthenticated got an answer (so nothing read the API for it), the agent counted every refusal
+    status = wait_for(
+        lambda: (s := agent.status()) and s["peer_connections_refused"] >= 10_004 and s, 30, "the refusals counted"
+    )
+    assert status["peer_answers_served"] == 0
+    assert status["fenced"] is False
+    # and it still answers a real peer
+    assert ask_peer("127.0.0.1", port, "w1", client(pki, "w2")) == (200, {"status": HEALTHY})
+    # an authenticated peer with a bad request gets an error, not an answer
+    with (
+        socket.create_connection(("127.0.0.1", port)) as raw,
+        client(pki, "w2").wrap_socket(raw, server_hostname="w1") as tls,
+    ):
+        tls.sendall(b"POST /fence HTTP/1.1\r\n\r\n")
+        assert tls.recv(4096).startswith(b"HTTP/1.1 404")
+
+
+# -- the watchdog and fencing --------------------------------------------------------------------------------
+def test_feeds_the_watchdog_and_disarms_on_a_clean_stop(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    first = wait_for(agent.fed_bytes, 5, "a first feed")
+    wait_for(lambda: agent.fed_bytes() >= first + 2, 10, "two more feeds (every second with a 3 s timeout)")
+    assert agent.stop() == 0
+    data = agent.watchdog.read_bytes()
+    assert data.endswith(b"V") and set(data[:-1]) == {0}
+    assert agent.reboots() == []
+
+
+def test_remediation_for_this_node_fences_once(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    wait_for(lambda: agent.fed_bytes() >= 2, 10, "feeding")
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
+    fake_api.remediations = [
+        {"metadata": {"name": "w1", "namespace": "ops", "uid": "u1", "creationTimestamp": created}}
+    ]
+    status = wait_for(lambda: (s := agent.status()) and s["fenced"] and s, 10, "fencing")
+    assert "SelfNodeRemediation ops/w1" in status["fence_reason"]
+    fed = agent.fed_bytes()
+    # software fallback after the watchdog timeout (3 s) + 10 s; no feed meanwhile
+    wait_for(agent.reboots, 20, "the recorded software reboot")
+    assert agent.fed_bytes() == fed
+    assert len(agent.reboots()) == 1
+    # a stop while fenced must not disarm the watchdog
+    agent.stop()
+    assert not agent.watchdog.read_bytes().endswith(b"V")
+
+
+def test_old_remediation_served_by_the_last_boot_does_not_fence(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    fake_api.remediations = [
+        {"metadata": {"name": "w1", "namespace": "ops", "uid": "u1", "creationTimestamp": "2000-01-01T00:00:00Z"}}
+    ]
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    wait_for(lambda: len([p for p in fake_api.requests if "selfnoderemediations" in p]) >= 2, 10, "two checks")
+    assert agent.status()["fenced"] is False
+
+
+def test_without_a_watchdog_fences_through_the_reboot_command_at_once(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, [], watchdogFilePath=str(tmp_path / "missing"))
+    agents.append(agent.start())
+    fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
+    wait_for(agent.reboots, 10, "the software reboot")
+
+
+def test_without_a_watchdog_and_without_software_reboot_refuses_to_run(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi
+) -> None:
+    agent = make_agent(
+        "w1", tmp_path, pki, fake_api, [], watchdogFilePath=str(tmp_path / "missing"), isSoftwareRebootEnabled=False
+    )
+    result = subprocess.run(
+        [sys.executable, str(AGENT), "--config", str(agent.directory / "config.json")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 3
+    assert "cannot be fenced" in result.stderr
+
+
+def test_failed_reboot_command_falls_back_to_sysrq(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent(
+        "w1", tmp_path, pki, fake_api, [], watchdogFilePath=str(tmp_path / "missing"), rebootCommand=["false"]
+    )
+    agents.append(agent.start())
+    fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
+    sysrq = Path(agent.config["sysrqTriggerPath"])
+    wait_for(lambda: sysrq.exists() and sysrq.read_text() == "b", 10, "the sysrq write")
+
+
+# -- decisions with two agents on loopback -------------------------------------------------------------------
+def test_api_lost_with_a_healthy_peer_does_not_fence_and_isolated_does(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    ports = [free_port(), free_port()]
+    peers = [{"name": f"w{i + 1}", "address": "127.0.0.1", "port": ports[i]} for i in range(2)]
+    down_api = FakeApi(tmp_path / "down").start()
+    down_api.up = False
+    try:
+        lost = make_agent("w1", tmp_path, pki, down_api, peers, hostPort=ports[0])
+        helper = make_agent("w2", tmp_path, pki, fake_api, peers, hostPort=ports[1])
+        agents.extend([helper.start(), lost.start()])
+        status = wait_for(
+            lambda: (
+                (s := lost.status()) and s["last_verdict"] and s["last_verdict"]["code"] == "PeerReportsHealthy" and s
+            ),
+            15,
+            "a verdict from the peer",
+        )
+        assert not status["fenced"]
+        # the helper stops: no peer answers; more than 30 s after the last answer the node is isolated
+        helper.stop()
+        status = wait_for(lambda: (s := lost.status()) and s["fenced"] and s, 45, "isolation")
+        assert status["last_verdict"]["code"] == "Isolated"
+    finally:
+        down_api.stop()
+
+
+# -- footprint -----------------------------------------------------------------------------------------------
