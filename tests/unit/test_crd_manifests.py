@@ -208,7 +208,16 @@ def test_nm_status(nm_crd: dict[str, Any]) -> None:
     assert status["waitForCompletion"]["items"] == {"type": "string"}
     drain = status["drain"]
     assert drain["required"] == ["totalPods"]
-    assert set(drain["properties"]) == {"totalPods", "evictionPods", "drainProgress", "waitForEviction"}
+    assert set(drain["properties"]) == {
+        "totalPods",
+        "evictionPods",
+        "drainProgress",
+        "waitForEviction",
+        # ours (DESIGN.md deviation 2): what blocks the drain
+        "blockingPods",
+        "blockingPDBs",
+        "blockedByRules",
+    }
     for name in ("totalPods", "evictionPods", "drainProgress"):
         assert drain["properties"][name]["format"] == "int32"
         assert drain["properties"][name]["minimum"] == 0

@@ -1,0 +1,420 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The life of one NodeMaintenance: from what it is now, the next step (DESIGN.md section 3).
+
+Pure: the inputs are the NodeMaintenance and its Node as plain dicts, ``now`` (seconds since the
+epoch) and what the engine observed when a step needs I/O (the pods still to wait for, the outcome of
+a drain pass). :func:`next_step` returns one :class:`Step`; the engine applies it in this order, so a
+run killed between two writes continues correctly:
+
+1. ``delete`` (garbage collection) - the object gets its deletionTimestamp, then the deletion path runs;
+2. uncordon the Node (before the finalizer that guards the clean-up goes);
+3. metadata: finalizer, owner reference, annotations;
+4. cordon the Node (after its initial state is recorded in the annotation);
+5. status: the Ready condition (``phase``) and ``status`` fields, then the events.
+
+The engine calls :func:`next_step` again on the updated object until a step changes nothing
+(``Step.idle``) or needs I/O (``Step.need``) it did not do in this pass.
+
+State order, exactly as upstream: (none) -> Pending -> Scheduled -> Cordon -> WaitForPodCompletion ->
+Draining -> Ready <-> RequestorFailed; every request goes through every state even when the step has
+nothing to do. Scheduling (Pending -> Scheduled) is the scheduler's (``scheduler.py``); :func:`scheduled_step`
+writes it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .scheduler import FINALIZER, INITIAL_UNSCHEDULABLE_ANNOTATION
+
+PHASE_PENDING = "Pending"
+PHASE_SCHEDULED = "Scheduled"
+PHASE_CORDON = "Cordon"
+PHASE_WAIT = "WaitForPodCompletion"
+PHASE_DRAINING = "Draining"
+PHASE_READY = "Ready"
+PHASE_REQUESTOR_FAILED = "RequestorFailed"
+PHASES = (
+    PHASE_PENDING,
+    PHASE_SCHEDULED,
+    PHASE_CORDON,
+    PHASE_WAIT,
+    PHASE_DRAINING,
+    PHASE_READY,
+    PHASE_REQUESTOR_FAILED,
+)
+# Steps a request still moves through by itself (the engine keeps working on them).
+ACTIVE_PHASES = frozenset((PHASE_SCHEDULED, PHASE_CORDON, PHASE_WAIT, PHASE_DRAINING))
+
+WAIT_START_ANNOTATION = "maintenance.nvidia.com/wait-pod-completion-start-time"
+READY_TIME_ANNOTATION = "maintenance.nvidia.com/ready-time"
+GC_IGNORE_ANNOTATION = "maintenance.nvidia.com/garbage-collector.ignore"
+# Ours (not upstream's): when the current drain attempt began, so that a drain spread over several
+# passes (and runs) keeps one deadline; a new attempt starts after a timeout.
+DRAIN_START_ANNOTATION = "maintenance.nodeops.io/drain-attempt-start-time"
+
+CONDITION_READY = "Ready"
+CONDITION_REQUESTOR_FAILED = "RequestorFailed"
+EVENT_CONDITION_CHANGED = "ConditionChanged"
+EVENT_EVICTION_BLOCKED = "EvictionBlocked"
+EVENT_DRAIN_TIMEOUT = "DrainTimeout"
+
+NEED_PODS = "pods"  # list the node's pods that match waitForPodCompletion.podSelector
+NEED_DRAIN = "drain"  # run a drain pass
+
+DEFAULT_DRAIN_TIMEOUT = 300
+DEFAULT_MAX_MAINTENANCE_SECONDS = 3600
+
+# datetime.UTC needs Python 3.11; the core stays importable on 3.9.
+_UTC = datetime.timezone.utc  # noqa: UP017
+
+
+@dataclass(frozen=True)
+class Event:
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """What one drain pass found (engines/drain.py ``PassResult``, reduced to what the lifecycle needs)."""
+
+    done: bool
+    status: Mapping[str, Any]  # status.drain: totalPods, evictionPods, drainProgress, waitForEviction
+    timed_out: bool = False
+    blocked_by_rules: str = ""  # a rule (force, deleteEmptyDir) blocks: nothing was evicted
+    blocking_pods: tuple[str, ...] = ()  # namespace/name of pods whose eviction a PDB refuses
+    blocking_pdbs: tuple[str, ...] = ()  # namespace/name of those PDBs
+    message: str = ""  # why the drain did not finish, in words
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The I/O results a step asked for (``Step.need``); ``None`` = not observed in this pass."""
+
+    waiting_pods: tuple[str, ...] | None = None  # pods (namespace/name) still to complete
+    drain: DrainReport | None = None
+
+
+@dataclass
+class Step:
+    """What to change now. Empty fields change nothing."""
+
+    phase: str | None = None  # the new Ready reason
+    finalizer: bool | None = None  # True: add ours, False: remove ours
+    owner: bool = False  # add an ownerReference to the Node
+    annotations: dict[str, str | None] = field(default_factory=dict)  # None removes the key
+    unschedulable: bool | None = None  # True: cordon the node, False: uncordon it
+    status: dict[str, Any] = field(default_factory=dict)  # status fields other than conditions; None removes
+    events: list[Event] = field(default_factory=list)
+    delete: bool = False  # garbage collection: delete the object
+    need: str = ""  # NEED_PODS / NEED_DRAIN: observe, then ask again
+    waiting: str = ""  # why the request does not move on (when it does not)
+    released: bool = False  # the request gives its node back (our finalizer goes)
+
+    @property
+    def idle(self) -> bool:
+        return not (
+            self.phase
+            or self.finalizer is not None
+            or self.owner
+            or self.annotations
+            or self.unschedulable is not None
+            or self.status
+            or self.events
+            or self.delete
+        )
+
+
+@dataclass(frozen=True)
+class NodeMaintenanceView:
+    """The fields of a NodeMaintenance the lifecycle reads."""
+
+    key: str
+    node_name: str
+    phase: str
+    deleting: bool
+    finalizer: bool
+    owned_by_node: bool
+    cordon: bool
+    annotations: Mapping[str, str]
+    additional_requestors: tuple[str, ...]
+    requestor_failed: bool
+    wait_spec: Mapping[str, Any] | None
+    drain_spec: Mapping[str, Any] | None
+    status: Mapping[str, Any]
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> NodeMaintenanceView:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        phase = ""
+        failed = False
+        for condition in status.get("conditions") or ():
+            if condition.get("type") == CONDITION_READY:
+                phase = str(condition.get("reason") or "")
+            elif condition.get("type") == CONDITION_REQUESTOR_FAILED:
+                failed = condition.get("status") == "True"
+        cordon = spec.get("cordon")
+        return cls(
+            key=f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
+            node_name=str(spec.get("nodeName") or ""),
+            phase=phase,
+            deleting=bool(meta.get("deletionTimestamp")),
+            finalizer=FINALIZER in (meta.get("finalizers") or ()),
+            owned_by_node=any(ref.get("kind") == "Node" for ref in meta.get("ownerReferences") or ()),
+            cordon=True if cordon is None else bool(cordon),
+            annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+            additional_requestors=tuple(spec.get("additionalRequestors") or ()),
+            requestor_failed=failed,
+            wait_spec=spec.get("waitForPodCompletion"),
+            drain_spec=spec.get("drainSpec"),
+            status=status,
+        )
+
+
+# -- time ----------------------------------------------------------------------------------------
+def rfc3339(seconds: float) -> str:
+    """UTC, whole seconds, as the operator writes its annotations."""
+    return datetime.datetime.fromtimestamp(int(seconds), _UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time; None when missing or unparseable."""
+    if not value:
+        return None
+    text = value.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_UTC)
+    return moment.timestamp()
+
+
+# -- the node -------------------------------------------------------------------------------------
+def node_unschedulable(node: Mapping[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def should_uncordon(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> bool:
+    """Upstream's rule: we cordon only with spec.cordon, and only a node that was schedulable before."""
+    return nm.cordon and nm.annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION) == "false" and node_unschedulable(node)
+
+
+def condition(phase: str, generation: int | None, now: float, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The Ready condition for ``phase``; lastTransitionTime moves only when the status changes."""
+    status = "True" if phase == PHASE_READY else "False"
+    stamp = rfc3339(now)
+    if previous and previous.get("status") == status and previous.get("lastTransitionTime"):
+        stamp = str(previous["lastTransitionTime"])
+    out: dict[str, Any] = {
+        "type": CONDITION_READY,
+        "status": status,
+        "reason": phase,
+        "message": "",
+        "lastTransitionTime": stamp,
+    }
+    if generation is not None:
+        out["observedGeneration"] = generation
+    return out
+
+
+# -- the steps ------------------------------------------------------------------------------------
+def _to(phase: str) -> Step:
+    return Step(phase=phase, events=[Event(EVENT_CONDITION_CHANGED, phase)])
+
+
+def scheduled_step() -> Step:
+    """Pending -> Scheduled, the scheduler's decision."""
+    return _to(PHASE_SCHEDULED)
+
+
+def gc_due(nm: NodeMaintenanceView, now: float, max_seconds: float) -> bool:
+    """Ready (ready-time stamped) longer than maxNodeMaintenanceTimeSeconds, not kept, not being deleted."""
+    if nm.deleting or nm.annotations.get(GC_IGNORE_ANNOTATION, "").lower() == "true":
+        return False
+    ready = parse_time(nm.annotations.get(READY_TIME_ANNOTATION))
+    return ready is not None and now > ready + max_seconds
+
+
+def next_step(
+    obj: Mapping[str, Any],
+    node: Mapping[str, Any] | None,
+    now: float,
+    observed: Observation | None = None,
+    max_maintenance_seconds: float = DEFAULT_MAX_MAINTENANCE_SECONDS,
+) -> Step:
+    """The next step of one NodeMaintenance; ``node`` is None when its Node does not exist."""
+    nm = NodeMaintenanceView.from_dict(obj)
+    seen = observed or Observation()
+    if nm.deleting:
+        return _deletion(nm, node)
+    if node is None:
+        if nm.finalizer:
+            return Step(finalizer=False, released=True, waiting=f"node {nm.node_name} does not exist")
+        return Step(waiting=f"node {nm.node_name} does not exist")
+    if gc_due(nm, now, max_maintenance_seconds):
+        return Step(delete=True)
+    phase = nm.phase
+    if phase == "":
+        return _to(PHASE_PENDING)
+    if phase == PHASE_PENDING:
+        return Step(waiting="waiting for the scheduler")
+    if phase == PHASE_SCHEDULED:
+        step = _to(PHASE_CORDON)
+        if not nm.finalizer:
+            step.finalizer = True
+        step.owner = not nm.owned_by_node
+        return step
+    if phase == PHASE_CORDON:
+        return _cordon(nm, node)
+    if phase == PHASE_WAIT:
+        return _wait(nm, now, seen)
+    if phase == PHASE_DRAINING:
+        return _drain(nm, now, seen)
+    if phase in (PHASE_READY, PHASE_REQUESTOR_FAILED):
+        step = Step()
+        if parse_time(nm.annotations.get(READY_TIME_ANNOTATION)) is None:
+            step.annotations[READY_TIME_ANNOTATION] = rfc3339(now)
+        target = PHASE_REQUESTOR_FAILED if nm.requestor_failed else PHASE_READY
+        if target != phase:
+            step.phase = target
+            step.events.append(Event(EVENT_CONDITION_CHANGED, target))
+        return step
+    return Step(waiting=f"unknown Ready reason {phase!r}; left alone")
+
+
+def _deletion(nm: NodeMaintenanceView, node: Mapping[str, Any] | None) -> Step:
+    if not nm.finalizer:
+        return Step(waiting="being deleted; nothing of ours to clean up")
+    if node is None:
+        return Step(finalizer=False, released=True)
+    if nm.phase in (PHASE_READY, PHASE_REQUESTOR_FAILED) and nm.additional_requestors:
+        return Step(waiting="being deleted, held for the additional requestors " + ", ".join(nm.additional_requestors))
+    step = Step(finalizer=False, released=True)
+    if should_uncordon(nm, node):
+        step.unschedulable = False
+        step.annotations[INITIAL_UNSCHEDULABLE_ANNOTATION] = None
+    return step
+
+
+def _cordon(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> Step:
+    step = _to(PHASE_WAIT)
+    if nm.cordon:
+        initial = nm.annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION)
+        if initial not in ("true", "false"):
+            initial = "true" if node_unschedulable(node) else "false"
+            step.annotations[INITIAL_UNSCHEDULABLE_ANNOTATION] = initial
+        if initial == "false" and not node_unschedulable(node):
+            step.unschedulable = True
+    return step
+
+
+def _wait(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
+    spec = nm.wait_spec
+    if spec is None:
+        return _to(PHASE_DRAINING)
+    start = parse_time(nm.annotations.get(WAIT_START_ANNOTATION))
+    step = Step()
+    if start is None:  # first check, or a value that does not parse: the wait starts now
+        start = now
+        step.annotations[WAIT_START_ANNOTATION] = rfc3339(now)
+    if seen.waiting_pods is None:
+        step.need = NEED_PODS
+        return step
+    left = sorted(seen.waiting_pods)
+    if list(nm.status.get("waitForCompletion") or []) != left:
+        step.status["waitForCompletion"] = left
+    timeout = int(spec.get("timeoutSeconds") or 0)
+    if not left or (timeout > 0 and now > start + timeout):
+        step.phase = PHASE_DRAINING
+        step.events.append(Event(EVENT_CONDITION_CHANGED, PHASE_DRAINING))
+        return step
+    step.waiting = f"waiting for {len(left)} pod(s) to complete: {', '.join(left[:5])}" + (
+        " ..." if len(left) > 5 else ""
+    )
+    return step
+
+
+def drain_timeout(spec: Mapping[str, Any]) -> int:
+    value = spec.get("timeoutSeconds")
+    return DEFAULT_DRAIN_TIMEOUT if value is None else int(value)
+
+
+def drain_started_at(obj: Mapping[str, Any], now: float) -> float:
+    """When the current drain attempt began (the annotation), or ``now`` for a new attempt."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    start = parse_time(annotations.get(DRAIN_START_ANNOTATION))
+    return now if start is None else start
+
+
+def _drain(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
+    spec = nm.drain_spec
+    if spec is None:
+        step = _to(PHASE_READY)
+        if "drain" in nm.status:
+            step.status["drain"] = None
+        if DRAIN_START_ANNOTATION in nm.annotations:
+            step.annotations[DRAIN_START_ANNOTATION] = None
+        return step
+    step = Step()
+    if parse_time(nm.annotations.get(DRAIN_START_ANNOTATION)) is None:
+        step.annotations[DRAIN_START_ANNOTATION] = rfc3339(now)
+    report = seen.drain
+    if report is None:
+        step.need = NEED_DRAIN
+        return step
+    status = dict(report.status)
+    previous = nm.status.get("drain") or {}
+    if report.blocking_pods:
+        status["blockingPods"] = sorted(report.blocking_pods)
+    if report.blocking_pdbs:
+        status["blockingPDBs"] = sorted(report.blocking_pdbs)
+    if report.done:
+        step.phase = PHASE_READY
+        step.events.append(Event(EVENT_CONDITION_CHANGED, PHASE_READY))
+        step.annotations[DRAIN_START_ANNOTATION] = None
+        for key in ("blockingPods", "blockingPDBs", "blockedByRules"):
+            status.pop(key, None)
+        if dict(previous) != status:
+            step.status["drain"] = status
+        step.annotations = {k: v for k, v in step.annotations.items() if v is not None or k in nm.annotations}
+        return step
+    if report.blocked_by_rules:
+        status["blockedByRules"] = report.blocked_by_rules
+    if dict(previous) != status:
+        step.status["drain"] = status
+    if report.blocked_by_rules:
+        step.waiting = report.blocked_by_rules
+        if previous.get("blockedByRules") != report.blocked_by_rules:
+            step.events.append(Event(EVENT_EVICTION_BLOCKED, report.blocked_by_rules, "Warning"))
+    elif report.blocking_pods and (
+        list(previous.get("blockingPods") or ()) != status["blockingPods"]
+        or list(previous.get("blockingPDBs") or ()) != list(status.get("blockingPDBs") or ())
+    ):
+        message = (
+            "eviction refused by PodDisruptionBudget "
+            + (", ".join(status.get("blockingPDBs") or ()) or "(unknown)")
+            + " for pod(s) "
+            + ", ".join(status["blockingPods"])
+        )
+        step.events.append(Event(EVENT_EVICTION_BLOCKED, message, "Warning"))
+    if report.timed_out:
+        # A new attempt begins with the next pass (upstream restarts the drain after a timeout).
+        step.annotations[DRAIN_START_ANNOTATION] = rfc3339(now)
+        step.events.append(
+            Event(EVENT_DRAIN_TIMEOUT, report.message or f"the drain of node {nm.node_name} timed out", "Warning")
+        )
+    if not step.waiting:
+        step.waiting = report.message or "draining"
+    return step

@@ -1,0 +1,526 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NodeMaintenance reconcile pass: the I/O around ``core/scheduler.py`` and ``core/lifecycle.py``.
+
+One pass (:meth:`Reconciler.run_pass`):
+
+1. takes the ``coordination.k8s.io`` Lease (waiting a bounded time; a pass that cannot get it reports
+   ``busy`` and writes nothing), so that passes from several processes take turns;
+2. lists all Nodes and the NodeMaintenances once, and reads the ``default`` MaintenanceOperatorConfig;
+3. schedules (``scheduler.schedule``) and writes ``Scheduled`` on the chosen requests;
+4. moves every request one or more steps (``lifecycle.next_step``), several requests in parallel: a
+   step that needs to look at pods lists them, a Draining step runs one bounded drain pass
+   (``engines/drain.py``); garbage collection deletes requests Ready for too long;
+5. gives the Lease back.
+
+Every write is conditional (the object's resourceVersion); on Conflict the object is read again and its
+step computed again. Events: ``ConditionChanged`` (message = the new reason) on every Ready reason change,
+Warning ``EvictionBlocked`` / ``DrainTimeout`` for a drain that does not get on.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import drain as core_drain
+from ..core import lifecycle as lc
+from ..core.cordon import CORDONED, UNCORDONED, cordon_patch
+from ..core.scheduler import (
+    FINALIZER,
+    SchedulerConfig,
+    SchedulerInputError,
+    parse_nodes,
+    parse_requests,
+    schedule,
+)
+from ..k8s.client import MAINTENANCE_CONFIGS, NODE_MAINTENANCES, NODES, PODS, Client
+from ..k8s.errors import Conflict, K8sError, NotFound
+from ..k8s.lease import Lease
+from .drain import DrainOptions, DrainPass
+
+DEFAULT_CONFIG = "default"
+MAX_STEPS = 16  # steps of one request in one pass (there are 7 states; conflicts add a few)
+MAX_CONFLICTS = 5
+COMPONENT = "nodeops-maintenance"
+
+
+class ReconcileError(Exception):
+    """The pass cannot run (bad config, missing CRDs, no namespace for the Lease)."""
+
+
+@dataclass
+class ReconcileOptions:
+    namespace: str | None = None  # the NodeMaintenances of one namespace; None = all namespaces
+    config_namespace: str = "nodeops-maintenance"
+    lease_name: str = "nodeops-maintenance-reconcile"
+    lease_namespace: str | None = None  # default: config_namespace
+    lease_duration: int = 60
+    lease_wait: float = 30.0
+    step_budget: float = 20.0  # the longest a drain may run within one pass
+    workers: int = 4  # requests moved in parallel
+    drain_concurrency: int = 8  # parallel evictions per drain
+    identity: str | None = None
+
+    def pool_size(self) -> int:
+        return self.workers * (self.drain_concurrency + 2) + 4
+
+
+@dataclass
+class PassReport:
+    busy: bool = False
+    holder: str | None = None
+    scheduled: list[str] = field(default_factory=list)
+    advanced: list[dict[str, Any]] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    collected: list[str] = field(default_factory=list)
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    settled: bool = False
+    writes: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return self.writes > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "busy": self.busy,
+            "holder": self.holder,
+            "scheduled": self.scheduled,
+            "advanced": self.advanced,
+            "released": self.released,
+            "collected": self.collected,
+            "waiting": self.waiting,
+            "plan": self.plan,
+            "events": self.events,
+            "errors": self.errors,
+            "requests": self.requests,
+            "settled": self.settled,
+        }
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def phase_of(obj: Mapping[str, Any]) -> str:
+    return lc.NodeMaintenanceView.from_dict(obj).phase
+
+
+def summary(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {
+        "name": key_of(obj),
+        "node": (obj.get("spec") or {}).get("nodeName"),
+        "requestor": (obj.get("spec") or {}).get("requestorID"),
+        "phase": phase_of(obj),
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "conditions": list((obj.get("status") or {}).get("conditions") or []),
+    }
+
+
+def drain_options(spec: Mapping[str, Any], concurrency: int) -> DrainOptions:
+    """DrainOptions from a drainSpec; ValueError for an invalid podEvictionFilters regex."""
+    filters = core_drain.parse_eviction_filters(
+        [{"by_resource_name_regex": f.get("byResourceNameRegex")} for f in spec.get("podEvictionFilters") or []]
+    )
+    timeout = lc.drain_timeout(spec)
+    return DrainOptions(
+        force=bool(spec.get("force")),
+        delete_emptydir_data=bool(spec.get("deleteEmptyDir")),
+        pod_selector=spec.get("podSelector") or None,
+        eviction_filters=filters,
+        timeout=float(timeout) if timeout > 0 else 1e9,
+        concurrency=concurrency,
+    )
+
+
+class Reconciler:
+    """Reconcile passes over the NodeMaintenances; ``clock`` is wall time (the annotations hold wall times)."""
+
+    def __init__(self, client: Client, options: ReconcileOptions, clock: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.options = options
+        self.clock = clock
+        self.lease = Lease(
+            client,
+            options.lease_name,
+            options.lease_namespace or options.config_namespace,
+            options.identity,
+            options.lease_duration,
+            clock,
+        )
+        self._lock = threading.Lock()
+        self._report = PassReport()
+
+    # -- reading -------------------------------------------------------------------------------
+    def read_config(self) -> tuple[SchedulerConfig, float]:
+        name = f"{self.options.config_namespace}/{DEFAULT_CONFIG}"
+        try:
+            spec = self.client.get(MAINTENANCE_CONFIGS, DEFAULT_CONFIG, self.options.config_namespace).get("spec") or {}
+            source = f"MaintenanceOperatorConfig {name}"
+        except NotFound:
+            spec, source = {}, "built-in defaults"
+        try:
+            config = SchedulerConfig.from_spec(spec, source=source)
+        except (SchedulerInputError, ValueError) as exc:
+            raise ReconcileError(str(exc)) from exc
+        max_seconds = spec.get("maxNodeMaintenanceTimeSeconds")
+        return config, float(lc.DEFAULT_MAX_MAINTENANCE_SECONDS if max_seconds is None else max_seconds)
+
+    def read(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        nodes = {n["metadata"]["name"]: n for n in self.client.list(NODES)["items"]}
+        nms = self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
+        for obj in nms:  # list items carry no kind; events and the parsers want it
+            obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+            obj.setdefault("kind", NODE_MAINTENANCES.kind)
+        return nodes, nms
+
+    # -- the pass ------------------------------------------------------------------------------
+    def run_pass(self, check_mode: bool = False) -> PassReport:
+        report = self._report = PassReport()
+        if not check_mode and not self.lease.acquire(self.options.lease_wait):
+            report.busy, report.holder = True, self.lease.holder
+            report.warnings.append(
+                f"Another reconcile pass ({self.lease.holder}) holds Lease "
+                f"{self.lease.namespace}/{self.lease.name}; nothing was done in this pass."
+            )
+            return report
+        stop = threading.Event()
+        renewer = None
+        if not check_mode:  # keep the Lease while drains run: renewed every third of its duration
+            renewer = threading.Thread(target=self._renew, args=(stop,), daemon=True)
+            renewer.start()
+        try:
+            self._pass(check_mode)
+        finally:
+            stop.set()
+            if renewer is not None:
+                renewer.join()
+                self.lease.release()
+        return report
+
+    def _renew(self, stop: threading.Event) -> None:
+        while not stop.wait(max(1.0, self.options.lease_duration / 3)):
+            try:
+                if not self.lease.renew():
+                    with self._lock:
+                        self._report.warnings.append("The Lease was lost during the pass; another pass may run.")
+                    return
+            except K8sError as exc:
+                with self._lock:
+                    self._report.warnings.append(f"Renewing the Lease failed: {exc.msg}")
+
+    def _pass(self, check_mode: bool) -> None:
+        report = self._report
+        config, max_seconds = self.read_config()
+        nodes, nms = self.read()
+        try:
+            plan = schedule(parse_nodes(nodes.values()), parse_requests(nms), config, unknown_nodes="skip")
+        except SchedulerInputError as exc:
+            raise ReconcileError(str(exc)) from exc
+        report.plan = plan.as_dict()
+        chosen = {r.key for r in plan.scheduled}
+        decisions = {d.request.key: d for d in plan.decisions}
+        now = self.clock()
+        if check_mode:
+            for obj in nms:
+                key = key_of(obj)
+                if key in chosen:
+                    report.scheduled.append(key)
+                    continue
+                step = lc.next_step(obj, nodes.get(obj["spec"]["nodeName"]), now, None, max_seconds)
+                self._note_waiting(obj, step, decisions)
+                report.requests.append(summary(obj))
+            report.settled = self._settled(nms, chosen)
+            return
+
+        def work(obj: dict[str, Any]) -> dict[str, Any] | None:
+            try:
+                return self._advance(obj, nodes, key_of(obj) in chosen, max_seconds, decisions)
+            except K8sError as exc:
+                with self._lock:
+                    report.errors.append({"name": key_of(obj), "error": exc.msg})
+                return obj
+
+        workers = max(1, min(self.options.workers, len(nms)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(work, nms))
+        final = [obj for obj in results if obj is not None]
+        report.requests = sorted((summary(obj) for obj in final), key=lambda s: s["name"])
+        report.scheduled.sort()
+        report.released.sort()
+        report.collected.sort()
+        report.waiting.sort(key=lambda w: w["name"])
+        report.settled = self._settled(final, set())
+
+    @staticmethod
+    def _settled(nms: list[dict[str, Any]], chosen: set[str]) -> bool:
+        """Nothing left that a further pass would move by itself."""
+        if chosen:
+            return False
+        for obj in nms:
+            view = lc.NodeMaintenanceView.from_dict(obj)
+            if view.phase in lc.ACTIVE_PHASES or view.phase == "":
+                return False
+            if view.deleting and view.finalizer and not view.additional_requestors:
+                return False
+        return True
+
+    def _note_waiting(self, obj: dict[str, Any], step: lc.Step, decisions: Mapping[str, Any]) -> None:
+        key = key_of(obj)
+        entry = {"name": key, "node": (obj.get("spec") or {}).get("nodeName"), "phase": phase_of(obj)}
+        decision = decisions.get(key)
+        if decision is not None and entry["phase"] in ("", lc.PHASE_PENDING):
+            entry.update(reason=decision.reason, message=decision.message)
+        elif step.need:
+            what = "drains the node" if step.need == lc.NEED_DRAIN else "looks at the pods to wait for"
+            entry.update(reason=f"needs_{step.need}", message=f"a pass {what}")
+        elif step.waiting:
+            entry.update(reason="waiting", message=step.waiting)
+        elif not step.idle:
+            entry.update(reason="next_step", message=f"would move to {step.phase or 'the next step'}")
+        else:
+            return
+        with self._lock:
+            self._report.waiting.append(entry)
+
+    # -- one request ---------------------------------------------------------------------------
+    def _advance(
+        self,
+        obj: dict[str, Any],
+        nodes: Mapping[str, dict[str, Any]],
+        chosen: bool,
+        max_seconds: float,
+        decisions: Mapping[str, Any],
+    ) -> dict[str, Any] | None:
+        """Move one request as far as it goes in this pass; its object afterwards (None once gone)."""
+        node_name = obj["spec"]["nodeName"]
+        node = nodes.get(node_name)
+        start_phase = phase_of(obj)
+        drained = False
+        conflicts = 0
+        step = lc.Step()
+        for _step in range(MAX_STEPS):
+            now = self.clock()
+            phase = phase_of(obj)
+            deleting = bool(obj["metadata"].get("deletionTimestamp"))
+            scheduling = chosen and phase == lc.PHASE_PENDING and not deleting
+            if chosen and phase in ("", lc.PHASE_PENDING) and not deleting:
+                step = lc.next_step(obj, node, now, None, max_seconds) if phase == "" else lc.scheduled_step()
+            else:
+                step = lc.next_step(obj, node, now, None, max_seconds)
+                if step.need == lc.NEED_PODS:
+                    step = lc.next_step(obj, node, now, lc.Observation(waiting_pods=self._pods(obj)), max_seconds)
+                elif step.need == lc.NEED_DRAIN:
+                    if drained:
+                        step = lc.Step(waiting="draining; continues in the next pass")
+                        break
+                    drained = True
+                    report = self._drain(obj, node_name, now)
+                    step = lc.next_step(obj, node, self.clock(), lc.Observation(drain=report), max_seconds)
+            if step.idle:
+                break
+            try:
+                updated, node = self._apply(obj, step, node)
+            except Conflict:
+                conflicts += 1
+                if conflicts > MAX_CONFLICTS:
+                    raise
+                try:
+                    obj = self._get(obj)
+                except NotFound:
+                    return None
+                try:
+                    node = self.client.get(NODES, node_name)
+                except NotFound:
+                    node = None
+                continue
+            if scheduling:
+                with self._lock:
+                    self._report.scheduled.append(key_of(obj))
+            if step.released:
+                with self._lock:
+                    self._report.released.append(key_of(obj))
+            if updated is None:
+                return None
+            obj = updated
+            if step.waiting:
+                break
+        new_phase = phase_of(obj)
+        if new_phase != start_phase:
+            with self._lock:
+                self._report.advanced.append(
+                    {"name": key_of(obj), "node": node_name, "from": start_phase, "to": new_phase}
+                )
+        self._note_waiting(obj, step, decisions)
+        return obj
+
+    def _get(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        fresh = self.client.get(NODE_MAINTENANCES, meta["name"], meta["namespace"])
+        fresh.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+        fresh.setdefault("kind", NODE_MAINTENANCES.kind)
+        return fresh
+
+    def _pods(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
+        selector = ((obj.get("spec") or {}).get("waitForPodCompletion") or {}).get("podSelector") or None
+        pods = self.client.list(
+            PODS, field_selector=f"spec.nodeName={obj['spec']['nodeName']}", label_selector=selector
+        )["items"]
+        return tuple(core_drain.pod_key(p) for p in pods)
+
+    def _drain(self, obj: Mapping[str, Any], node: str, now: float) -> lc.DrainReport:
+        spec = (obj.get("spec") or {}).get("drainSpec") or {}
+        try:
+            options = drain_options(spec, self.options.drain_concurrency)
+        except ValueError as exc:
+            return lc.DrainReport(done=False, status={"totalPods": 0}, blocked_by_rules=f"drainSpec: {exc}")
+        started = lc.drain_started_at(obj, now)
+        drain_pass = DrainPass(self.client, node, options, started, clock=self.clock)
+        result = drain_pass.run(until=now + self.options.step_budget)
+        blocking = [o for o in result.outcomes if o.action == core_drain.BLOCKED and not o.needs]
+        message = ""
+        if not result.done and not result.blocked_by_rules:
+            message = core_drain.failure_message(node, result.outcomes, options.timeout, result.timed_out)
+        with self._lock:
+            self._report.warnings.extend(result.warnings)
+        return lc.DrainReport(
+            done=result.done,
+            status=result.progress.as_status(),
+            timed_out=result.timed_out,
+            blocked_by_rules=result.blocked_by_rules,
+            blocking_pods=tuple(sorted(f"{o.namespace}/{o.name}" for o in blocking)),
+            blocking_pdbs=tuple(core_drain.pdb_names(blocking)),
+            message=message,
+        )
+
+    def _count_write(self) -> None:
+        with self._lock:
+            self._report.writes += 1
+
+    def _apply(
+        self, obj: dict[str, Any], step: lc.Step, node: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Write one step in the safe order; (the object afterwards or None when gone, the node)."""
+        meta = obj["metadata"]
+        if step.delete:
+            self.client.delete(NODE_MAINTENANCES, meta["name"], meta["namespace"])
+            self._count_write()
+            with self._lock:
+                self._report.collected.append(key_of(obj))
+            try:
+                return self._get(obj), node
+            except NotFound:
+                return None, node
+        if step.unschedulable is False and node is not None:  # uncordon before the finalizer goes
+            node = self.client.patch(NODES, node["metadata"]["name"], cordon_patch(UNCORDONED))
+            self._count_write()
+        if step.finalizer is not None or step.owner or step.annotations:
+            body = copy.deepcopy(obj)
+            bmeta = body["metadata"]
+            finalizers = [f for f in bmeta.get("finalizers") or [] if f != FINALIZER]
+            if step.finalizer or (step.finalizer is None and FINALIZER in (bmeta.get("finalizers") or [])):
+                finalizers.append(FINALIZER)
+            bmeta["finalizers"] = finalizers
+            if step.owner and node is not None:
+                refs = [r for r in bmeta.get("ownerReferences") or [] if r.get("kind") != "Node"]
+                refs.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "name": node["metadata"]["name"],
+                        "uid": node["metadata"]["uid"],
+                    }
+                )
+                bmeta["ownerReferences"] = refs
+            annotations = dict(bmeta.get("annotations") or {})
+            for name, value in step.annotations.items():
+                if value is None:
+                    annotations.pop(name, None)
+                else:
+                    annotations[name] = value
+            bmeta["annotations"] = annotations
+            try:
+                obj = self.client.replace(NODE_MAINTENANCES, body)
+            except NotFound:
+                return None, node
+            self._count_write()
+            obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+            obj.setdefault("kind", NODE_MAINTENANCES.kind)
+            if (
+                step.finalizer is False
+                and obj["metadata"].get("deletionTimestamp")
+                and not obj["metadata"].get("finalizers")
+            ):
+                return None, node
+        if step.unschedulable and node is not None:  # cordon after the initial state is recorded
+            node = self.client.patch(NODES, node["metadata"]["name"], cordon_patch(CORDONED))
+            self._count_write()
+        if step.finalizer is False:
+            return None, node  # released: the object goes now, or belongs to another finalizer
+        if step.phase or step.status:
+            body = copy.deepcopy(obj)
+            status = body.setdefault("status", {})
+            for name, value in step.status.items():
+                if value is None:
+                    status.pop(name, None)
+                else:
+                    status[name] = value
+            if step.phase:
+                conditions = list(status.get("conditions") or [])
+                previous = next((c for c in conditions if c.get("type") == lc.CONDITION_READY), None)
+                ready = lc.condition(step.phase, body["metadata"].get("generation"), self.clock(), previous)
+                conditions = [c for c in conditions if c.get("type") != lc.CONDITION_READY] + [ready]
+                status["conditions"] = conditions
+            obj = self.client.replace(NODE_MAINTENANCES, body, subresource="status")
+            self._count_write()
+            obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+            obj.setdefault("kind", NODE_MAINTENANCES.kind)
+        for event in step.events:
+            try:
+                self.client.create_event(obj, event.reason, event.message, event.type, component=COMPONENT)
+                self._count_write()
+            except K8sError as exc:  # an event is information; the step is done
+                with self._lock:
+                    self._report.warnings.append(f"Could not record event {event.reason} on {key_of(obj)}: {exc.msg}")
+                continue
+            with self._lock:
+                self._report.events.append(
+                    {"name": key_of(obj), "reason": event.reason, "message": event.message, "type": event.type}
+                )
+        return obj, node
+
+
+def reconcile_until_settled(
+    reconciler: Reconciler,
+    timeout: float,
+    interval: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    stop: threading.Event | None = None,
+) -> tuple[list[PassReport], bool]:
+    """Passes until one is settled or ``timeout`` seconds have passed; (the reports, settled)."""
+    deadline = clock() + timeout
+    reports: list[PassReport] = []
+    waiter = stop or threading.Event()
+    while True:
+        report = reconciler.run_pass()
+        reports.append(report)
+        if report.settled and not report.busy:
+            return reports, True
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return reports, False
+        if not report.changed:  # nothing moved: give pods and other writers time before the next look
+            waiter.wait(min(interval, remaining))

@@ -1,0 +1,292 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Asking for and giving back node maintenance as a requestor: the I/O behind ``node_maintenance``.
+
+A requestor owns the NodeMaintenance it created (``spec.requestorID``), or joins one that another
+requestor created for the node by adding itself to ``additionalRequestors`` (as NVIDIA's
+k8s-operator-libs does). Giving back: the owner deletes its object (the reconciler holds the release while
+other requestors remain); a joined requestor removes itself from the list. Every update is a conditional
+replace, retried after a re-read on Conflict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import lifecycle as lc
+from ..k8s.client import NODE_MAINTENANCES, NODES, Client
+from ..k8s.errors import Conflict, NotFound
+from .maintenance import Reconciler, summary
+
+MAX_CONFLICTS = 5
+
+CREATED = "created"
+JOINED = "joined"
+UPDATED = "updated"
+UNCHANGED = "unchanged"
+DELETED = "deleted"
+DELETING = "deleting"  # deleted before this run, not gone yet (no change)
+LEFT = "left"
+ABSENT = "absent"
+
+
+class RequestError(Exception):
+    def __init__(self, msg: str, result: dict[str, Any] | None = None) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.result = result or {}
+
+
+@dataclass
+class Action:
+    node: str
+    action: str
+    namespace: str
+    name: str
+    obj: dict[str, Any] | None = None
+    before: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"node": self.node, "action": self.action, "name": f"{self.namespace}/{self.name}"}
+        if self.obj is not None:
+            s = summary(self.obj)
+            out.update(phase=s["phase"], conditions=s["conditions"], requestor=s["requestor"])
+            out["additional_requestors"] = list((self.obj.get("spec") or {}).get("additionalRequestors") or [])
+            out["drain"] = (self.obj.get("status") or {}).get("drain")
+        else:
+            out.update(phase=None, conditions=[])
+        return out
+
+
+@dataclass
+class RequestSpec:
+    requestor: str
+    namespace: str
+    name_prefix: str
+    spec: dict[str, Any] = field(default_factory=dict)  # cordon, waitForPodCompletion, drainSpec
+
+    def object_name(self, node: str) -> str:
+        return f"{self.name_prefix}-{node}"
+
+
+def _for_node(items: Sequence[dict[str, Any]], node: str, deleting: bool = False) -> list[dict[str, Any]]:
+    """The requests for ``node``; those being deleted only with ``deleting`` (a joined requestor may still leave)."""
+    return [
+        o
+        for o in items
+        if (o.get("spec") or {}).get("nodeName") == node
+        and (deleting or not (o.get("metadata") or {}).get("deletionTimestamp"))
+    ]
+
+
+class Requests:
+    def __init__(self, client: Client, request: RequestSpec, check_mode: bool = False) -> None:
+        self.client = client
+        self.request = request
+        self.check_mode = check_mode
+
+    def _list(self) -> list[dict[str, Any]]:
+        items = self.client.list(NODE_MAINTENANCES, namespace=self.request.namespace)["items"]
+        for obj in items:
+            obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+            obj.setdefault("kind", NODE_MAINTENANCES.kind)
+        return items
+
+    def _check_nodes(self, nodes: Sequence[str]) -> None:
+        present = {n["metadata"]["name"] for n in self.client.list(NODES)["items"]}
+        missing = [n for n in nodes if n not in present]
+        if missing:
+            raise RequestError(
+                f"Node(s) {', '.join(missing)} not found; nothing was changed. "
+                "Check the names with 'kubectl get nodes'."
+            )
+
+    def _update(self, obj: dict[str, Any], mutate: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], bool]:
+        """Apply ``mutate`` (True when it changed the body) and replace conditionally, re-reading on Conflict."""
+        meta = obj["metadata"]
+        for _attempt in range(MAX_CONFLICTS):
+            body = copy.deepcopy(obj)
+            if not mutate(body):
+                return obj, False
+            if self.check_mode:
+                return body, True
+            try:
+                new = self.client.replace(NODE_MAINTENANCES, body)
+                new.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+                new.setdefault("kind", NODE_MAINTENANCES.kind)
+                return new, True
+            except Conflict:
+                obj = self.client.get(NODE_MAINTENANCES, meta["name"], meta["namespace"])
+        raise RequestError(f"NodeMaintenance {meta['namespace']}/{meta['name']} kept changing; try again.")
+
+    def present(self, nodes: Sequence[str]) -> list[Action]:
+        self._check_nodes(nodes)
+        items = self._list()
+        req = self.request
+        actions: list[Action] = []
+        for node in nodes:
+            mine = [o for o in _for_node(items, node) if o["spec"].get("requestorID") == req.requestor]
+            others = [o for o in _for_node(items, node) if o["spec"].get("requestorID") != req.requestor]
+            if mine:
+                obj = mine[0]
+
+                def set_spec(body: dict[str, Any]) -> bool:
+                    spec = body["spec"]
+                    changed = False
+                    for key, value in req.spec.items():
+                        if spec.get(key) != value:
+                            spec[key] = value
+                            changed = True
+                    return changed
+
+                before = copy.deepcopy(obj)
+                obj, changed = self._update(obj, set_spec)
+                actions.append(
+                    Action(node, UPDATED if changed else UNCHANGED, req.namespace, obj["metadata"]["name"], obj, before)
+                )
+            elif others:
+                obj = others[0]
+
+                def join(body: dict[str, Any]) -> bool:
+                    extra = list(body["spec"].get("additionalRequestors") or [])
+                    if req.requestor in extra:
+                        return False
+                    body["spec"]["additionalRequestors"] = [*extra, req.requestor]
+                    return True
+
+                before = copy.deepcopy(obj)
+                obj, changed = self._update(obj, join)
+                actions.append(
+                    Action(node, JOINED if changed else UNCHANGED, req.namespace, obj["metadata"]["name"], obj, before)
+                )
+            else:
+                name = req.object_name(node)
+                body: dict[str, Any] = {
+                    "apiVersion": NODE_MAINTENANCES.api_version,
+                    "kind": NODE_MAINTENANCES.kind,
+                    "metadata": {"name": name, "namespace": req.namespace},
+                    "spec": {"requestorID": req.requestor, "nodeName": node, **req.spec},
+                }
+                if self.check_mode:
+                    obj = body
+                else:
+                    obj = self.client.create(NODE_MAINTENANCES, body, req.namespace)
+                    obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+                    obj.setdefault("kind", NODE_MAINTENANCES.kind)
+                actions.append(Action(node, CREATED, req.namespace, name, obj))
+        return actions
+
+    def absent(self, nodes: Sequence[str]) -> list[Action]:
+        items = self._list()
+        req = self.request
+        actions: list[Action] = []
+        for node in nodes:
+            mine = [o for o in _for_node(items, node, True) if o["spec"].get("requestorID") == req.requestor]
+            joined = [
+                o
+                for o in _for_node(items, node, True)
+                if req.requestor in (o["spec"].get("additionalRequestors") or [])
+                and o["spec"].get("requestorID") != req.requestor
+            ]
+            if not mine and not joined:
+                actions.append(Action(node, ABSENT, req.namespace, req.object_name(node)))
+            for obj in mine:
+                meta = obj["metadata"]
+                if meta.get("deletionTimestamp"):
+                    actions.append(Action(node, DELETING, req.namespace, meta["name"], obj))
+                    continue
+                if not self.check_mode:
+                    with contextlib.suppress(NotFound):
+                        self.client.delete(NODE_MAINTENANCES, meta["name"], meta["namespace"])
+                actions.append(Action(node, DELETED, req.namespace, meta["name"], obj))
+            for obj in joined:
+
+                def leave(body: dict[str, Any]) -> bool:
+                    extra = list(body["spec"].get("additionalRequestors") or [])
+                    if req.requestor not in extra:
+                        return False
+                    body["spec"]["additionalRequestors"] = [r for r in extra if r != req.requestor]
+                    return True
+
+                before = copy.deepcopy(obj)
+                new, changed = self._update(obj, leave)
+                actions.append(
+                    Action(node, LEFT if changed else UNCHANGED, req.namespace, new["metadata"]["name"], new, before)
+                )
+        return actions
+
+    # -- waiting ---------------------------------------------------------------------------------
+    def refresh(self, actions: Sequence[Action]) -> None:
+        for action in actions:
+            if action.obj is None:
+                continue
+            try:
+                action.obj = self.client.get(NODE_MAINTENANCES, action.name, action.namespace)
+            except NotFound:
+                action.obj = None
+
+    def wait(
+        self,
+        actions: Sequence[Action],
+        until: Callable[[Action], bool],
+        timeout: float,
+        reconciler: Reconciler | None,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> bool:
+        """Run passes (or only look, without a reconciler) until ``until`` holds for every action."""
+        deadline = clock() + timeout
+        waiter = threading.Event()
+        while True:
+            changed = False
+            if reconciler is not None:
+                report = reconciler.run_pass()
+                changed = report.changed
+            self.refresh(actions)
+            if all(until(a) for a in actions):
+                return True
+            remaining = deadline - clock()
+            if remaining <= 0:
+                return False
+            if not changed:
+                waiter.wait(min(interval, remaining))
+
+
+def is_ready(action: Action) -> bool:
+    if action.action in (ABSENT, DELETED, DELETING, LEFT):
+        return True
+    return action.obj is not None and lc.NodeMaintenanceView.from_dict(action.obj).phase == lc.PHASE_READY
+
+
+def is_gone(action: Action) -> bool:
+    return action.action not in (DELETED, DELETING) or action.obj is None
+
+
+def why_not_ready(action: Action) -> str:
+    if action.obj is None:
+        return f"{action.namespace}/{action.name}: gone"
+    obj: Mapping[str, Any] = action.obj
+    view = lc.NodeMaintenanceView.from_dict(obj)
+    text = f"{view.key} on {view.node_name}: {view.phase or 'new'}"
+    drain = (obj.get("status") or {}).get("drain") or {}
+    if drain.get("blockedByRules"):
+        text += f" ({drain['blockedByRules']})"
+    elif drain.get("blockingPods"):
+        text += (
+            f" (eviction of {', '.join(drain['blockingPods'])} refused by PodDisruptionBudget "
+            f"{', '.join(drain.get('blockingPDBs') or []) or '(unknown)'})"
+        )
+    elif view.phase == lc.PHASE_WAIT and (obj.get("status") or {}).get("waitForCompletion"):
+        text += f" (waiting for {', '.join(obj['status']['waitForCompletion'])})"
+    if view.deleting:
+        text += " (being deleted"
+        if view.additional_requestors:
+            text += ", held for " + ", ".join(view.additional_requestors)
+        text += ")"
+    return text

@@ -1,0 +1,264 @@
+#!/usr/bin/python
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: maintenance_reconcile
+short_description: Run NodeMaintenance reconcile passes (schedule, cordon, wait, drain, release)
+version_added: 0.1.0
+author:
+  - nodeops.maintenance contributors (@nodeops)
+description:
+  - Does what the NVIDIA Maintenance Operator does for C(NodeMaintenance) objects
+    (C(maintenance.nvidia.com/v1alpha1)), one pass at a time, so that an Ansible schedule (for example an
+    AWX job template every few minutes) or a loop can stand in for the operator.
+  - A pass lists all Nodes and the NodeMaintenances once, schedules Pending requests within
+    C(maxParallelOperations) and C(maxUnavailable) of the C(default) MaintenanceOperatorConfig, and moves every
+    request in progress through its steps Scheduled, Cordon, WaitForPodCompletion, Draining and Ready. It
+    records the node's initial state before it cordons, evicts pods through the Eviction API (PodDisruptionBudgets
+    are respected), mirrors the requestor's C(RequestorFailed) condition, and on deletion uncordons the node only
+    when the request cordoned it and it was schedulable before (held while C(additionalRequestors) remain), then
+    removes its finalizer. Requests Ready for longer than C(maxNodeMaintenanceTimeSeconds) are deleted unless
+    annotated C(maintenance.nvidia.com/garbage-collector.ignore=true).
+  - Every Ready reason change records a C(ConditionChanged) event; a drain that PodDisruptionBudgets or the
+    drain rules block records a Warning C(EvictionBlocked) event and names the pods and budgets in
+    C(status.drain); a drain attempt that times out records a Warning C(DrainTimeout) event and starts again.
+  - Passes from several processes take turns through a C(coordination.k8s.io) Lease. A pass that cannot get it
+    within O(lease_wait) seconds changes nothing and returns RV(busy=true).
+  - A pass never blocks for long. A drain runs at most O(step_timeout) seconds in one pass and continues in the
+    next; with O(until_settled=true) the module runs passes until nothing is left to move or O(timeout) passes.
+extends_documentation_fragment:
+  - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Check mode reads, takes no Lease and writes nothing; it returns the scheduling plan and, for every
+      request, the next step.
+  diff_mode:
+    support: none
+options:
+  namespace:
+    description:
+      - Namespace of the NodeMaintenance objects to reconcile. Omit it for every namespace, as the operator does;
+        limits computed from one namespace alone ignore the requests in progress elsewhere.
+    type: str
+  config_namespace:
+    description:
+      - Namespace of the MaintenanceOperatorConfig named C(default). Without that object the built-in defaults
+        apply (C(maxParallelOperations=1), no C(maxUnavailable), C(maxNodeMaintenanceTimeSeconds=3600)).
+    type: str
+    default: nodeops-maintenance
+  lease_name:
+    description: Name of the Lease that serialises passes.
+    type: str
+    default: nodeops-maintenance-reconcile
+  lease_namespace:
+    description: Namespace of the Lease (it must exist); by default O(config_namespace).
+    type: str
+  lease_wait:
+    description: Seconds a pass waits for the Lease before it reports RV(busy).
+    type: float
+    default: 30
+  until_settled:
+    description:
+      - Run passes until no request is left that a pass would move by itself (Pending requests that the limits
+        hold back and Ready requests count as settled), or until O(timeout).
+    type: bool
+    default: false
+  timeout:
+    description: Seconds for O(until_settled). The task does not fail when it runs out; RV(settled) says so.
+    type: float
+    default: 300
+  step_timeout:
+    description: The longest a drain runs within one pass, in seconds.
+    type: float
+    default: 20
+  workers:
+    description: Requests moved in parallel within a pass.
+    type: int
+    default: 4
+notes:
+  - The drain follows the module M(nodeops.maintenance.drain) with the request's C(drainSpec); its
+    C(timeoutSeconds) (default 300, 0 for none) bounds one drain attempt; an attempt that times out is started
+    again, and the Ready reason stays C(Draining), as upstream.
+seealso:
+  - module: nodeops.maintenance.maintenance_plan
+  - name: NVIDIA Maintenance Operator
+    description: The operator whose NodeMaintenance API and behaviour this module follows.
+    link: https://github.com/Mellanox/maintenance-operator
+"""
+
+EXAMPLES = r"""
+- name: One reconcile pass (for example from an AWX schedule)
+  nodeops.maintenance.maintenance_reconcile:
+
+- name: Reconcile until every request is Ready or waits for the limits, at most 30 minutes
+  nodeops.maintenance.maintenance_reconcile:
+    until_settled: true
+    timeout: 1800
+  register: reconcile
+
+- name: What would the next pass do?
+  nodeops.maintenance.maintenance_reconcile:
+  check_mode: true
+  register: plan
+"""
+
+RETURN = r"""
+scheduled:
+  description: Requests moved from Pending to Scheduled (C(namespace/name)).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-upgrades/gpu-07]
+advanced:
+  description: Requests whose Ready reason changed in a pass, with the reasons before and after.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: gpu-upgrades/gpu-07, node: gpu-07, from: Pending, to: Ready}]
+released:
+  description: Requests whose finalizer was removed (the node given back).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-upgrades/gpu-03]
+collected:
+  description: Requests deleted by the garbage collection.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+waiting:
+  description: Requests of the last pass that did not move on, with a reason code and a message (scheduler
+    reasons such as V(no_slot) or V(no_budget) for Pending requests, V(waiting) with the step's message for the
+    others).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: gpu-upgrades/gpu-09, node: gpu-09, phase: Pending, reason: no_slot, message: "no free slot"}]
+requests:
+  description: Every request after the last pass, with its phase (the Ready reason) and conditions.
+  returned: always
+  type: list
+  elements: dict
+events:
+  description: The events recorded (name, reason, message, type).
+  returned: always
+  type: list
+  elements: dict
+plan:
+  description: The scheduling decision of the last pass (the keys of M(nodeops.maintenance.maintenance_plan)).
+  returned: always
+  type: dict
+errors:
+  description: Requests a pass could not move because of an API error; the task fails when there are any.
+  returned: always
+  type: list
+  elements: dict
+settled:
+  description: Whether the last pass left nothing that a further pass would move by itself.
+  returned: always
+  type: bool
+busy:
+  description: Whether the last pass could not get the Lease (another pass held it) and did nothing.
+  returned: always
+  type: bool
+passes:
+  description: The number of passes run.
+  returned: always
+  type: int
+  sample: 3
+"""
+
+from typing import Any
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    PassReport,
+    ReconcileError,
+    ReconcileOptions,
+    Reconciler,
+    reconcile_until_settled,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "namespace": {"type": "str"},
+    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
+    "lease_name": {"type": "str", "default": "nodeops-maintenance-reconcile"},
+    "lease_namespace": {"type": "str"},
+    "lease_wait": {"type": "float", "default": 30},
+    "until_settled": {"type": "bool", "default": False},
+    "timeout": {"type": "float", "default": 300},
+    "step_timeout": {"type": "float", "default": 20},
+    "workers": {"type": "int", "default": 4},
+}
+
+
+def merge(reports: list[PassReport]) -> dict[str, Any]:
+    """One result from several passes: what happened in any pass, the state after the last."""
+    last = reports[-1]
+    out = last.as_dict()
+    for name in ("scheduled", "advanced", "released", "collected", "events", "errors"):
+        out[name] = [item for r in reports for item in getattr(r, name)]
+    out["passes"] = len(reports)
+    return out
+
+
+def options_from(params: dict[str, Any]) -> ReconcileOptions:
+    if params["workers"] < 1:
+        raise ValueError("workers must be at least 1.")
+    if params["step_timeout"] <= 0:
+        raise ValueError("step_timeout must be more than 0 seconds.")
+    return ReconcileOptions(
+        namespace=params["namespace"],
+        config_namespace=params["config_namespace"],
+        lease_name=params["lease_name"],
+        lease_namespace=params["lease_namespace"],
+        lease_wait=max(0.0, params["lease_wait"]),
+        step_budget=params["step_timeout"],
+        workers=params["workers"],
+    )
+
+
+def main() -> None:
+    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    try:
+        options = options_from(p)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    module.set_pool_size(options.pool_size())
+    reconciler = Reconciler(module.client, options)
+    try:
+        if module.check_mode:
+            reports = [reconciler.run_pass(check_mode=True)]
+        elif p["until_settled"]:
+            reports, _settled = reconcile_until_settled(reconciler, p["timeout"])
+        else:
+            reports = [reconciler.run_pass()]
+    except ReconcileError as exc:
+        module.fail_json(msg=str(exc))
+    except K8sError as exc:
+        module.fail_k8s(exc)
+    result = merge(reports)
+    for report in reports:
+        for warning in report.warnings:
+            module.warn(warning)
+    changed = any(r.changed for r in reports)
+    if result["errors"]:
+        module.fail_json(
+            msg="Some NodeMaintenance requests could not be moved: "
+            + "; ".join(f"{e['name']}: {e['error']}" for e in result["errors"]),
+            changed=changed,
+            **result,
+        )
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()

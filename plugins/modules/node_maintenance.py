@@ -1,0 +1,327 @@
+#!/usr/bin/python
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_maintenance
+short_description: Request or release maintenance of Kubernetes nodes through NodeMaintenance objects
+version_added: 0.1.0
+author:
+  - nodeops.maintenance contributors (@nodeops)
+description:
+  - Asks for maintenance of one or more nodes for a requestor by creating a C(NodeMaintenance)
+    (C(maintenance.nvidia.com/v1alpha1)) per node, or gives them back by deleting it, the way NVIDIA's GPU and
+    Network operators do.
+  - When another requestor already has a NodeMaintenance for the node, the module joins it by adding
+    O(requestor) to its C(additionalRequestors) instead of creating a second one, and on release removes
+    O(requestor) from that list again. The node is handed back once its owner deletes the object and no
+    additional requestor is left.
+  - With O(wait=true) the task waits until every request is Ready (O(state=present)) or gone
+    (O(state=absent)). By default it runs the reconcile passes of M(nodeops.maintenance.maintenance_reconcile)
+    itself while it waits; with O(engine=operator) it only watches, for clusters where the NVIDIA Maintenance
+    Operator (or another reconciler) does the work.
+  - Every node is checked before the first write; an unknown node fails the task and changes nothing. Updates
+    are conditional and retried after a re-read when another writer came first.
+extends_documentation_fragment:
+  - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Check mode reports what would be created, joined, updated, deleted or left, and writes nothing.
+  diff_mode:
+    support: none
+options:
+  name:
+    description: The node, or a list of nodes.
+    type: list
+    elements: str
+    required: true
+    aliases: [node, nodes]
+  requestor:
+    description:
+      - The requestor ID (C(spec.requestorID)), a DNS-like name such as V(upgrades.example.com).
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) requests maintenance; V(absent) releases it.
+    type: str
+    choices: [present, absent]
+    default: present
+  namespace:
+    description: Namespace of the NodeMaintenance objects.
+    type: str
+    default: default
+  name_prefix:
+    description:
+      - Objects are named C(<name_prefix>-<node>). By default the prefix is O(requestor).
+    type: str
+  cordon:
+    description: Whether the node is cordoned during the maintenance (C(spec.cordon)).
+    type: bool
+    default: true
+  wait_for_pod_completion:
+    description:
+      - Wait for the pods matching O(wait_for_pod_completion.pod_selector) to finish before the drain
+        (C(spec.waitForPodCompletion)). Omit it to skip the step.
+    type: dict
+    suboptions:
+      pod_selector:
+        description: Label selector of the pods; empty selects every pod on the node.
+        type: str
+        default: ""
+      timeout_seconds:
+        description: After this many seconds the drain starts anyway; 0 waits for ever.
+        type: int
+        default: 0
+  drain_spec:
+    description:
+      - How to drain the node (C(spec.drainSpec)). Omit it to not drain.
+    type: dict
+    suboptions:
+      force:
+        description: Also evict pods without a controller.
+        type: bool
+        default: false
+      delete_emptydir_data:
+        description: Also evict pods with emptyDir volumes.
+        type: bool
+        default: false
+        aliases: [delete_empty_dir]
+      pod_selector:
+        description: Only pods matching this label selector are drained.
+        type: str
+        default: ""
+      timeout_seconds:
+        description: Timeout of one drain attempt; a new attempt follows. 0 means no timeout.
+        type: int
+        default: 300
+      pod_eviction_filters:
+        description: Only pods with a container that requests a resource matching one of these are evicted.
+        type: list
+        elements: dict
+        suboptions:
+          by_resource_name_regex:
+            description: Regular expression matched against the requested resource names.
+            type: str
+            required: true
+  wait:
+    description: Wait until every request is Ready (O(state=present)) or released (O(state=absent)).
+    type: bool
+    default: false
+  wait_timeout:
+    description: Seconds to wait; the task fails when they pass, naming what each request waits for.
+    type: float
+    default: 600
+  engine:
+    description:
+      - V(builtin) runs reconcile passes while waiting; V(operator) only waits for another reconciler.
+    type: str
+    choices: [builtin, operator]
+    default: builtin
+  config_namespace:
+    description: Namespace of the MaintenanceOperatorConfig C(default) and of the Lease (O(engine=builtin)).
+    type: str
+    default: nodeops-maintenance
+  step_timeout:
+    description: The longest a drain runs within one reconcile pass (O(engine=builtin)).
+    type: float
+    default: 20
+seealso:
+  - module: nodeops.maintenance.maintenance_reconcile
+  - module: nodeops.maintenance.maintenance_plan
+"""
+
+EXAMPLES = r"""
+- name: Ask for gpu-07 and wait until it is cordoned and drained
+  nodeops.maintenance.node_maintenance:
+    name: gpu-07
+    requestor: upgrades.example.com
+    drain_spec:
+      force: true
+      delete_emptydir_data: true
+      timeout_seconds: 600
+    wait: true
+
+- name: Give it back
+  nodeops.maintenance.node_maintenance:
+    name: gpu-07
+    requestor: upgrades.example.com
+    state: absent
+    wait: true
+
+- name: On a cluster that runs the NVIDIA Maintenance Operator, only create and wait
+  nodeops.maintenance.node_maintenance:
+    name: [gpu-01, gpu-02]
+    requestor: upgrades.example.com
+    namespace: maintenance-operator
+    drain_spec: {force: true}
+    wait: true
+    engine: operator
+"""
+
+RETURN = r"""
+node_maintenances:
+  description: One entry per node and object, after the task (and the wait).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: The node.
+      type: str
+    name:
+      description: C(namespace/name) of the NodeMaintenance.
+      type: str
+    action:
+      description: V(created), V(joined), V(updated), V(unchanged), V(deleted), V(deleting) (deleted earlier,
+        held by other requestors), V(left) or V(absent).
+      type: str
+    phase:
+      description: The Ready condition's reason (V(Pending) ... V(Ready)); empty before the first pass, null
+        when the object is gone.
+      type: str
+    conditions:
+      description: The object's conditions.
+      type: list
+      elements: dict
+  sample:
+    - {node: gpu-07, name: default/upgrades.example.com-gpu-07, action: created, phase: Ready, conditions: []}
+"""
+
+import re
+from typing import Any
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    ReconcileError,
+    ReconcileOptions,
+    Reconciler,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
+    ABSENT,
+    DELETING,
+    UNCHANGED,
+    RequestError,
+    Requests,
+    RequestSpec,
+    is_gone,
+    is_ready,
+    why_not_ready,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "name": {"type": "list", "elements": "str", "required": True, "aliases": ["node", "nodes"]},
+    "requestor": {"type": "str", "required": True},
+    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    "namespace": {"type": "str", "default": "default"},
+    "name_prefix": {"type": "str"},
+    "cordon": {"type": "bool", "default": True},
+    "wait_for_pod_completion": {
+        "type": "dict",
+        "options": {
+            "pod_selector": {"type": "str", "default": ""},
+            "timeout_seconds": {"type": "int", "default": 0},
+        },
+    },
+    "drain_spec": {
+        "type": "dict",
+        "options": {
+            "force": {"type": "bool", "default": False},
+            "delete_emptydir_data": {"type": "bool", "default": False, "aliases": ["delete_empty_dir"]},
+            "pod_selector": {"type": "str", "default": ""},
+            "timeout_seconds": {"type": "int", "default": 300},
+            "pod_eviction_filters": {
+                "type": "list",
+                "elements": "dict",
+                "options": {"by_resource_name_regex": {"type": "str", "required": True}},
+            },
+        },
+    },
+    "wait": {"type": "bool", "default": False},
+    "wait_timeout": {"type": "float", "default": 600},
+    "engine": {"type": "str", "choices": ["builtin", "operator"], "default": "builtin"},
+    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
+    "step_timeout": {"type": "float", "default": 20},
+}
+
+
+def nm_spec(p: dict[str, Any]) -> dict[str, Any]:
+    """The NodeMaintenance spec fields from the options (the CRD's names)."""
+    spec: dict[str, Any] = {"cordon": p["cordon"]}
+    wait = p["wait_for_pod_completion"]
+    if wait is not None:
+        if wait["timeout_seconds"] < 0:
+            raise ValueError("wait_for_pod_completion.timeout_seconds must be 0 or more.")
+        spec["waitForPodCompletion"] = {"podSelector": wait["pod_selector"], "timeoutSeconds": wait["timeout_seconds"]}
+    drain = p["drain_spec"]
+    if drain is not None:
+        if drain["timeout_seconds"] < 0:
+            raise ValueError("drain_spec.timeout_seconds must be 0 or more.")
+        out: dict[str, Any] = {
+            "force": drain["force"],
+            "deleteEmptyDir": drain["delete_emptydir_data"],
+            "podSelector": drain["pod_selector"],
+            "timeoutSeconds": drain["timeout_seconds"],
+        }
+        if drain["pod_eviction_filters"]:
+            for index, entry in enumerate(drain["pod_eviction_filters"]):
+                try:
+                    re.compile(entry["by_resource_name_regex"])
+                except re.error as exc:
+                    raise ValueError(
+                        f"drain_spec.pod_eviction_filters[{index}].by_resource_name_regex is not a valid "
+                        f"regular expression: {exc}."
+                    ) from None
+            out["podEvictionFilters"] = [
+                {"byResourceNameRegex": e["by_resource_name_regex"]} for e in drain["pod_eviction_filters"]
+            ]
+        spec["drainSpec"] = out
+    return spec
+
+
+def main() -> None:
+    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    nodes = list(dict.fromkeys(p["name"]))
+    try:
+        spec = nm_spec(p)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    options = ReconcileOptions(config_namespace=p["config_namespace"], step_budget=p["step_timeout"])
+    module.set_pool_size(options.pool_size())
+    request = RequestSpec(p["requestor"], p["namespace"], p["name_prefix"] or p["requestor"], spec)
+    requests = Requests(module.client, request, check_mode=module.check_mode)
+    result: dict[str, Any] = {"node_maintenances": []}
+    try:
+        actions = requests.present(nodes) if p["state"] == "present" else requests.absent(nodes)
+        changed = any(a.action not in (UNCHANGED, ABSENT, DELETING) for a in actions)
+        result["node_maintenances"] = [a.as_dict() for a in actions]
+        if p["wait"] and not module.check_mode:
+            reconciler = Reconciler(module.client, options) if p["engine"] == "builtin" else None
+            until = is_ready if p["state"] == "present" else is_gone
+            done = requests.wait(actions, until, p["wait_timeout"], reconciler)
+            result["node_maintenances"] = [a.as_dict() for a in actions]
+            if not done:
+                left = [why_not_ready(a) for a in actions if not until(a)]
+                goal = "Ready" if p["state"] == "present" else "released"
+                module.fail_json(
+                    msg=f"Not {goal} after {p['wait_timeout']:g}s: " + "; ".join(left),
+                    changed=changed,
+                    **result,
+                )
+    except RequestError as exc:
+        module.fail_json(msg=exc.msg, **result)
+    except ReconcileError as exc:
+        module.fail_json(msg=str(exc), **result)
+    except K8sError as exc:
+        module.fail_k8s(exc, **result)
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""The NodeMaintenance lifecycle (core/lifecycle.py): every transition of DESIGN.md section 3 / reference 2.4."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
+    FINALIZER,
+    INITIAL_UNSCHEDULABLE_ANNOTATION,
+)
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def nm(
+    phase: str | None = None,
+    *,
+    finalizer: bool = False,
+    deleting: bool = False,
+    annotations: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    requestor_failed: bool = False,
+) -> dict[str, Any]:
+    conditions = []
+    if phase is not None:
+        conditions.append({"type": "Ready", "status": "False", "reason": phase})
+    if requestor_failed:
+        conditions.append({"type": "RequestorFailed", "status": "True", "reason": "FailedMaintenance"})
+    meta: dict[str, Any] = {"name": "m", "namespace": "ns", "annotations": dict(annotations or {})}
+    if finalizer:
+        meta["finalizers"] = [FINALIZER]
+    if deleting:
+        meta["deletionTimestamp"] = "2027-01-15T07:00:00Z"
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": "n1", "requestorID": "a.example.com", **(spec or {})},
+        "status": {"conditions": conditions, **(status or {})},
+    }
+
+
+def node(unschedulable: bool = False) -> dict[str, Any]:
+    return {"metadata": {"name": "n1", "uid": "u1"}, "spec": {"unschedulable": True} if unschedulable else {}}
+
+
+def reasons(step: lc.Step) -> list[str]:
+    return [e.message for e in step.events if e.reason == lc.EVENT_CONDITION_CHANGED]
+
+
+def test_new_request_becomes_pending_with_an_event() -> None:
+    step = lc.next_step(nm(), node(), NOW)
+    assert step.phase == "Pending" and reasons(step) == ["Pending"]
+
+
+def test_pending_waits_for_the_scheduler() -> None:
+    step = lc.next_step(nm("Pending"), node(), NOW)
+    assert step.idle and "scheduler" in step.waiting
+
+
+def test_scheduled_step_and_finalizer_at_scheduled() -> None:
+    assert lc.scheduled_step().phase == "Scheduled" and reasons(lc.scheduled_step()) == ["Scheduled"]
+    step = lc.next_step(nm("Scheduled"), node(), NOW)
+    assert (step.phase, step.finalizer, step.owner) == ("Cordon", True, True)
+    again = lc.next_step(nm("Scheduled", finalizer=True), node(), NOW)
+    assert again.finalizer is None
+
+
+def test_cordon_records_the_initial_state_and_cordons() -> None:
+    step = lc.next_step(nm("Cordon", finalizer=True), node(), NOW)
+    assert step.annotations == {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
+    assert step.unschedulable is True and step.phase == "WaitForPodCompletion"
+
+
+def test_cordon_leaves_a_cordoned_node_and_records_true() -> None:
+    step = lc.next_step(nm("Cordon", finalizer=True), node(unschedulable=True), NOW)
+    assert step.annotations == {INITIAL_UNSCHEDULABLE_ANNOTATION: "true"} and step.unschedulable is None
+
+
+def test_cordon_records_only_once() -> None:
+    # killed after the annotation and the cordon: the rerun changes neither
+    obj = nm("Cordon", finalizer=True, annotations={INITIAL_UNSCHEDULABLE_ANNOTATION: "false"})
+    step = lc.next_step(obj, node(unschedulable=True), NOW)
+    assert step.annotations == {} and step.unschedulable is None and step.phase == "WaitForPodCompletion"
+
+
+def test_cordon_false_does_nothing_to_the_node() -> None:
+    step = lc.next_step(nm("Cordon", finalizer=True, spec={"cordon": False}), node(), NOW)
+    assert step.annotations == {} and step.unschedulable is None and step.phase == "WaitForPodCompletion"
+
+
+def test_wait_without_spec_goes_on_to_draining() -> None:
+    step = lc.next_step(nm("WaitForPodCompletion", finalizer=True), node(), NOW)
+    assert step.phase == "Draining" and reasons(step) == ["Draining"]
+
+
+def test_wait_stamps_the_start_and_asks_for_the_pods() -> None:
+    obj = nm("WaitForPodCompletion", finalizer=True, spec={"waitForPodCompletion": {"podSelector": "app=x"}})
+    step = lc.next_step(obj, node(), NOW)
+    assert step.need == lc.NEED_PODS
+    assert step.annotations == {lc.WAIT_START_ANNOTATION: "2027-01-15T08:00:00Z"}
+    seen = lc.next_step(obj, node(), NOW, lc.Observation(waiting_pods=("ns/b", "ns/a")))
+    assert seen.phase is None and seen.status == {"waitForCompletion": ["ns/a", "ns/b"]} and "2 pod" in seen.waiting
+    done = lc.next_step(obj, node(), NOW, lc.Observation(waiting_pods=()))
+    assert done.phase == "Draining"
+
+
+def test_wait_timeout_continues_to_draining() -> None:
+    spec = {"waitForPodCompletion": {"timeoutSeconds": 60}}
+    started = {lc.WAIT_START_ANNOTATION: lc.rfc3339(NOW - 61)}
+    obj = nm("WaitForPodCompletion", finalizer=True, spec=spec, annotations=started)
+    step = lc.next_step(obj, node(), NOW, lc.Observation(waiting_pods=("ns/a",)))
+    assert step.phase == "Draining" and step.annotations == {}
+    within = lc.next_step(obj, node(), NOW - 2, lc.Observation(waiting_pods=("ns/a",)))
+    assert within.phase is None
+    forever = nm("WaitForPodCompletion", spec={"waitForPodCompletion": {"timeoutSeconds": 0}}, annotations=started)
+    assert lc.next_step(forever, node(), NOW + 10**6, lc.Observation(waiting_pods=("ns/a",))).phase is None
+
+
+def test_wait_with_an_unparseable_start_starts_now() -> None:
+    obj = nm("WaitForPodCompletion", spec={"waitForPodCompletion": {}}, annotations={lc.WAIT_START_ANNOTATION: "x"})
+    assert lc.next_step(obj, node(), NOW).annotations == {lc.WAIT_START_ANNOTATION: lc.rfc3339(NOW)}
+
+
+def test_draining_without_spec_is_ready() -> None:
+    step = lc.next_step(nm("Draining", finalizer=True), node(), NOW)
+    assert step.phase == "Ready" and reasons(step) == ["Ready"]
+
+
+DRAIN = {"drainSpec": {"force": True}}
+PROGRESS = {"totalPods": 3, "evictionPods": 2, "drainProgress": 50, "waitForEviction": ["ns/a"]}
+
+
+def test_draining_asks_for_a_drain_and_records_its_start() -> None:
+    step = lc.next_step(nm("Draining", spec=DRAIN), node(), NOW)
+    assert step.need == lc.NEED_DRAIN and step.annotations == {lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW)}
+
+
+def test_draining_in_progress_writes_the_progress() -> None:
+    obj = nm("Draining", spec=DRAIN, annotations={lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW)})
+    step = lc.next_step(obj, node(), NOW, lc.Observation(drain=lc.DrainReport(False, PROGRESS)))
+    assert step.phase is None and step.status == {"drain": PROGRESS} and step.events == []
+    same = nm("Draining", spec=DRAIN, annotations=obj["metadata"]["annotations"], status={"drain": PROGRESS})
+    assert lc.next_step(same, node(), NOW, lc.Observation(drain=lc.DrainReport(False, PROGRESS))).idle
+
+
+def test_drain_done_is_ready() -> None:
+    obj = nm("Draining", spec=DRAIN, annotations={lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW)})
+    final = {**PROGRESS, "drainProgress": 100, "waitForEviction": []}
+    step = lc.next_step(obj, node(), NOW, lc.Observation(drain=lc.DrainReport(True, final)))
+    assert step.phase == "Ready" and step.status == {"drain": final}
+    assert step.annotations == {lc.DRAIN_START_ANNOTATION: None}
+
+
+def test_pdb_blocked_drain_warns_once_and_shows_the_blockers() -> None:
+    obj = nm("Draining", spec=DRAIN, annotations={lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW)})
+    report = lc.DrainReport(False, PROGRESS, blocking_pods=("ns/a",), blocking_pdbs=("ns/pdb",))
+    step = lc.next_step(obj, node(), NOW, lc.Observation(drain=report))
+    assert step.status["drain"]["blockingPods"] == ["ns/a"] and step.status["drain"]["blockingPDBs"] == ["ns/pdb"]
+    assert [(e.reason, e.type) for e in step.events] == [("EvictionBlocked", "Warning")]
+    assert "ns/pdb" in step.events[0].message
+    again = nm("Draining", spec=DRAIN, annotations=obj["metadata"]["annotations"], status=step.status)
+    assert lc.next_step(again, node(), NOW, lc.Observation(drain=report)).events == []
+
+
+def test_drain_timeout_warns_and_starts_a_new_attempt() -> None:
+    obj = nm("Draining", spec=DRAIN, annotations={lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW - 400)})
+    report = lc.DrainReport(False, PROGRESS, timed_out=True, message="Drain of node n1 timed out")
+    step = lc.next_step(obj, node(), NOW, lc.Observation(drain=report))
+    assert step.phase is None  # the reason stays Draining (DESIGN.md deviation 2)
+    assert step.annotations == {lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW)}
+    assert [(e.reason, e.type) for e in step.events] == [("DrainTimeout", "Warning")]
+
+
+def test_drain_blocked_by_rules_warns_once() -> None:
+    obj = nm("Draining", spec=DRAIN, annotations={lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW)})
+    report = lc.DrainReport(False, {"totalPods": 1}, blocked_by_rules="pod ns/a needs force")
+    step = lc.next_step(obj, node(), NOW, lc.Observation(drain=report))
+    assert step.status["drain"]["blockedByRules"] == "pod ns/a needs force"
+    assert [e.reason for e in step.events] == ["EvictionBlocked"] and step.waiting == "pod ns/a needs force"
+    again = nm("Draining", spec=DRAIN, annotations=obj["metadata"]["annotations"], status=step.status)
+    assert lc.next_step(again, node(), NOW, lc.Observation(drain=report)).events == []
+
+
+def test_ready_stamps_the_ready_time_once() -> None:
+    step = lc.next_step(nm("Ready", finalizer=True), node(), NOW)
+    assert step.annotations == {lc.READY_TIME_ANNOTATION: "2027-01-15T08:00:00Z"} and step.phase is None
+    stamped = nm("Ready", finalizer=True, annotations={lc.READY_TIME_ANNOTATION: lc.rfc3339(NOW)})
+    assert lc.next_step(stamped, node(), NOW).idle
+
+
+def test_requestor_failed_is_mirrored_both_ways() -> None:
+    stamped = {lc.READY_TIME_ANNOTATION: lc.rfc3339(NOW)}
+    failed = lc.next_step(nm("Ready", annotations=stamped, requestor_failed=True), node(), NOW)
+    assert failed.phase == "RequestorFailed" and reasons(failed) == ["RequestorFailed"]
+    back = lc.next_step(nm("RequestorFailed", annotations=stamped), node(), NOW)
+    assert back.phase == "Ready" and reasons(back) == ["Ready"]
+
+
+@pytest.mark.parametrize("phase", ["Ready", "RequestorFailed"])
+def test_garbage_collection_after_the_max_time(phase: str) -> None:
+    old = {lc.READY_TIME_ANNOTATION: lc.rfc3339(NOW - 3601)}
+    assert lc.next_step(nm(phase, finalizer=True, annotations=old), node(), NOW).delete
+    assert not lc.next_step(
+        nm(phase, finalizer=True, annotations=old), node(), NOW, max_maintenance_seconds=7200
+    ).delete
+    kept = {**old, lc.GC_IGNORE_ANNOTATION: "true"}
+    assert not lc.next_step(nm(phase, annotations=kept), node(), NOW).delete
+    recent = {lc.READY_TIME_ANNOTATION: lc.rfc3339(NOW - 10)}
+    assert not lc.next_step(nm(phase, annotations=recent), node(), NOW).delete
+
+
+def test_deletion_uncordons_what_we_cordoned_and_drops_the_finalizer() -> None:
+    ours = {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
+    step = lc.next_step(nm("Draining", finalizer=True, deleting=True, annotations=ours), node(True), NOW)
+    assert step.unschedulable is False and step.finalizer is False and step.released
+    assert step.annotations == {INITIAL_UNSCHEDULABLE_ANNOTATION: None}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "spec", "unschedulable"),
+    [
+        ({INITIAL_UNSCHEDULABLE_ANNOTATION: "true"}, {}, True),  # cordoned before: stays cordoned
+        ({INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}, {}, False),  # someone uncordoned it meanwhile
+        ({INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}, {"cordon": False}, True),  # we did not cordon
+        ({}, {}, True),  # deleted before the Cordon step
+    ],
+)
+def test_deletion_leaves_the_node_alone(annotations: dict[str, str], spec: dict[str, Any], unschedulable: bool) -> None:
+    step = lc.next_step(
+        nm("Ready", finalizer=True, deleting=True, annotations=annotations, spec=spec), node(unschedulable), NOW
+    )
+    assert step.unschedulable is None and step.finalizer is False
+
+
+def test_deletion_holds_for_additional_requestors_in_ready_only() -> None:
+    spec = {"additionalRequestors": ["b.example.com"]}
+    ours = {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
+    for phase in ("Ready", "RequestorFailed"):
+        held = lc.next_step(nm(phase, finalizer=True, deleting=True, spec=spec, annotations=ours), node(True), NOW)
+        assert held.idle and "b.example.com" in held.waiting
+    draining = lc.next_step(nm("Draining", finalizer=True, deleting=True, spec=spec, annotations=ours), node(True), NOW)
+    assert draining.finalizer is False and draining.unschedulable is False
+
+
+def test_deletion_without_our_finalizer_and_node_gone() -> None:
+    assert lc.next_step(nm("Pending", deleting=True), node(), NOW).idle
+    gone = lc.next_step(nm("Draining", finalizer=True, deleting=True), None, NOW)
+    assert gone.finalizer is False and gone.unschedulable is None
+    missing = lc.next_step(nm("Ready", finalizer=True), None, NOW)
+    assert missing.finalizer is False and missing.released and "does not exist" in missing.waiting
+    assert lc.next_step(nm("Pending"), None, NOW).idle
+
+
+def test_condition_keeps_the_transition_time_while_the_status_stays() -> None:
+    first = lc.condition("Cordon", 2, NOW, None)
+    assert first == {
+        "type": "Ready",
+        "status": "False",
+        "reason": "Cordon",
+        "message": "",
+        "lastTransitionTime": "2027-01-15T08:00:00Z",
+        "observedGeneration": 2,
+    }
+    later = lc.condition("Draining", 2, NOW + 60, first)
+    assert later["lastTransitionTime"] == first["lastTransitionTime"]
+    ready = lc.condition("Ready", 2, NOW + 60, later)
+    assert ready["status"] == "True" and ready["lastTransitionTime"] == lc.rfc3339(NOW + 60)
+
+
+def test_unknown_reason_is_left_alone() -> None:
+    step = lc.next_step(nm("Paused"), node(), NOW)
+    assert step.idle and "Paused" in step.waiting

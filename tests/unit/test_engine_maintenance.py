@@ -1,0 +1,388 @@
+"""The reconcile engine and the Lease against an in-memory API: conditional writes, order, events, lease turns."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import FINALIZER
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    ReconcileOptions,
+    Reconciler,
+    reconcile_until_settled,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
+    RequestError,
+    Requests,
+    RequestSpec,
+    is_gone,
+    is_ready,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
+    LEASES,
+    MAINTENANCE_CONFIGS,
+    NODE_MAINTENANCES,
+    NODES,
+    PODS,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease, micro_time
+
+NOW = 1_800_000_000.0
+NS = "ns"
+
+
+class FakeApi:
+    """Objects by (plural, namespace, name) with resourceVersions; replace is conditional, as the API server's."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self.version = 0
+        self.lock = threading.Lock()
+        self.writes: list[tuple[str, ...]] = []
+        self.events: list[tuple[str, str, str, str]] = []
+        self.conflicts: dict[tuple[str, str], int] = {}  # (plural or plural/status, name) -> Conflicts to raise
+        self.now = NOW
+
+    def _key(self, res: Any, name: str, namespace: str | None) -> tuple[str, str | None, str]:
+        return (res.plural, namespace if res.namespaced else None, name)
+
+    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        return obj
+
+    def add(self, res: Any, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        meta.setdefault("uid", "uid-" + meta["name"])
+        meta.setdefault("generation", 1)
+        self.objects[self._key(res, meta["name"], meta.get("namespace"))] = self._bump(copy.deepcopy(obj))
+
+    def obj(self, res: Any, name: str, namespace: str | None = NS) -> dict[str, Any] | None:
+        found = self.objects.get(self._key(res, name, namespace))
+        return copy.deepcopy(found) if found else None
+
+    # -- the client's methods ------------------------------------------------------------------
+    def get(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            found = self.objects.get(self._key(res, name, namespace))
+            if found is None:
+                raise errors.NotFound(f"{res.plural} {name} not found", 404, {"details": {"name": name}})
+            return copy.deepcopy(found)
+
+    def list(self, res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        with self.lock:
+            items = [
+                copy.deepcopy(o)
+                for (plural, ns, _name), o in sorted(self.objects.items(), key=lambda kv: str(kv[0]))
+                if plural == res.plural and (namespace is None or ns == namespace)
+            ]
+        if res is PODS and kw.get("field_selector"):
+            node = kw["field_selector"].split("=", 1)[1]
+            items = [p for p in items if p["spec"].get("nodeName") == node]
+        return {"metadata": {"resourceVersion": str(self.version)}, "items": items}
+
+    def create(self, res: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            key = self._key(res, body["metadata"]["name"], namespace)
+            if key in self.objects:
+                raise errors.Conflict("already exists", 409, {})
+            obj = copy.deepcopy(body)
+            obj["metadata"]["namespace"] = namespace
+            self.objects[key] = self._bump(obj)
+            self.writes.append(("create", res.plural, body["metadata"]["name"]))
+            return copy.deepcopy(obj)
+
+    def replace(self, res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            meta = body["metadata"]
+            key = self._key(res, meta["name"], meta.get("namespace"))
+            what = (res.plural + (f"/{subresource}" if subresource else ""), meta["name"])
+            if self.conflicts.get(what):
+                self.conflicts[what] -= 1
+                current = self.objects[key]
+                current["metadata"]["annotations"] = {**(current["metadata"].get("annotations") or {}), "x": "y"}
+                self._bump(current)  # someone else wrote meanwhile
+            current = self.objects.get(key)
+            if current is None:
+                raise errors.NotFound("gone", 404, {"details": {"name": meta["name"]}})
+            if meta.get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                raise errors.Conflict("the object has been modified", 409, {})
+            new = copy.deepcopy(current)
+            if subresource == "status":
+                new["status"] = copy.deepcopy(body.get("status"))
+            else:
+                status = new.get("status")
+                new = copy.deepcopy(body)
+                if status is not None and res is NODE_MAINTENANCES:
+                    new["status"] = status
+            self.writes.append(("replace", what[0], meta["name"]))
+            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+                del self.objects[key]
+                return new
+            self.objects[key] = self._bump(new)
+            return copy.deepcopy(new)
+
+    def patch(self, res: Any, name: str, patch: dict[str, Any], namespace: str | None = None, **kw: Any) -> dict:
+        assert res is NODES
+        with self.lock:
+            node = self.objects[self._key(res, name, None)]
+            node["spec"]["unschedulable"] = patch["spec"]["unschedulable"]
+            if node["spec"]["unschedulable"] is None:
+                del node["spec"]["unschedulable"]
+            self.writes.append(("patch", "nodes", name, str(patch["spec"]["unschedulable"])))
+            return copy.deepcopy(self._bump(node))
+
+    def delete(self, res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
+        with self.lock:
+            key = self._key(res, name, namespace)
+            obj = self.objects[key]
+            self.writes.append(("delete", res.plural, name))
+            if obj["metadata"].get("finalizers"):
+                obj["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+                self._bump(obj)
+            else:
+                del self.objects[key]
+            return {}
+
+    def create_event(self, involved: dict, reason: str, message: str, event_type: str = "Normal", **kw: Any) -> dict:
+        with self.lock:
+            self.events.append((involved["metadata"]["name"], reason, message, event_type))
+        return {}
+
+
+def node(name: str, unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
+    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    return {"metadata": {"name": name}, "spec": {"unschedulable": True} if unschedulable else {}, "status": status}
+
+
+def nm(name: str, node_name: str, requestor: str = "a.example.com", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "maintenance.nvidia.com/v1alpha1",
+        "kind": "NodeMaintenance",
+        "metadata": {"name": name, "namespace": NS, "creationTimestamp": "2027-01-15T07:00:00Z"},
+        "spec": {"nodeName": node_name, "requestorID": requestor, **spec},
+    }
+
+
+def phase(api: FakeApi, name: str) -> str | None:
+    obj = api.obj(NODE_MAINTENANCES, name)
+    return None if obj is None else lc.NodeMaintenanceView.from_dict(obj).phase
+
+
+def reconciler(api: FakeApi, **options: Any) -> Reconciler:
+    opts = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0, **options)
+    return Reconciler(api, opts, clock=lambda: api.now)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    fake = FakeApi()
+    for name in ("n0", "n1", "n2"):
+        fake.add(NODES, node(name))
+    fake.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {}})
+    return fake
+
+
+def test_one_pass_takes_a_request_to_ready_within_the_limits(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    api.add(NODE_MAINTENANCES, nm("b", "n1", requestor="b.example.com"))
+    report = reconciler(api).run_pass()
+    assert report.scheduled == [f"{NS}/a"]  # maxParallelOperations defaults to 1; a sorts first
+    assert phase(api, "a") == "Ready" and phase(api, "b") == "Pending"
+    assert [e[2] for e in api.events if e[0] == "a"] == [
+        "Pending",
+        "Scheduled",
+        "Cordon",
+        "WaitForPodCompletion",
+        "Draining",
+        "Ready",
+    ]
+    a = api.obj(NODE_MAINTENANCES, "a")
+    assert a is not None and FINALIZER in a["metadata"]["finalizers"]
+    assert a["metadata"]["annotations"][lc.READY_TIME_ANNOTATION] == lc.rfc3339(NOW)
+    assert a["metadata"]["ownerReferences"][0]["name"] == "n0"
+    node0 = api.obj(NODES, "n0", None)
+    assert node0 is not None and node0["spec"]["unschedulable"] is True
+    # the initial state is written before the cordon
+    writes = [w for w in api.writes if w[0] in ("replace", "patch")]
+    record = next(i for i, w in enumerate(writes) if w[:2] == ("replace", "nodemaintenances") and w[2] == "a")
+    cordon = writes.index(("patch", "nodes", "n0", "True"))
+    assert record < cordon
+    waiting = {w["name"]: w for w in report.waiting}
+    assert waiting[f"{NS}/b"]["reason"] == "no_slot"
+    assert report.settled  # a is Ready, b waits for a slot
+
+    before = len(api.writes)
+    quiet = reconciler(api).run_pass()
+    assert [w for w in api.writes[before:] if w[1] != "leases"] == [] and quiet.settled
+    assert quiet.writes == 0
+
+
+def test_release_uncordons_before_dropping_the_finalizer_and_frees_the_slot(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    api.add(NODE_MAINTENANCES, nm("b", "n1"))
+    reconciler(api).run_pass()
+    api.delete(NODE_MAINTENANCES, "a", NS)
+    api.writes.clear()
+    report = reconciler(api).run_pass()
+    assert report.released == [f"{NS}/a"] and api.obj(NODE_MAINTENANCES, "a") is None
+    node0 = api.obj(NODES, "n0", None)
+    assert node0 is not None and "unschedulable" not in node0["spec"]
+    ours = [w for w in api.writes if w[1] != "leases"]
+    assert ours.index(("patch", "nodes", "n0", "None")) < ours.index(("replace", "nodemaintenances", "a"))
+    # the next pass schedules b
+    assert reconciler(api).run_pass().scheduled == [f"{NS}/b"]
+
+
+def test_conflicts_are_retried_after_a_re_read(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    api.conflicts = {("nodemaintenances/status", "a"): 2, ("nodemaintenances", "a"): 1}
+    report = reconciler(api).run_pass()
+    assert report.errors == [] and phase(api, "a") == "Ready"
+    a = api.obj(NODE_MAINTENANCES, "a")
+    assert a is not None and a["metadata"]["annotations"]["x"] == "y", "the other writer's change is kept"
+    assert [e[2] for e in api.events].count("Scheduled") == 1
+
+
+def test_a_request_on_a_precordoned_node_is_left_cordoned(api: FakeApi) -> None:
+    api.add(NODES, node("n2", unschedulable=True))
+    api.add(NODE_MAINTENANCES, nm("c", "n2"))
+    reconciler(api).run_pass()
+    c = api.obj(NODE_MAINTENANCES, "c")
+    assert (
+        c is not None
+        and c["metadata"]["annotations"]["maintenance.nvidia.com/node-initial-state.unschedulable"] == "true"
+    )
+    api.delete(NODE_MAINTENANCES, "c", NS)
+    reconciler(api).run_pass()
+    node2 = api.obj(NODES, "n2", None)
+    assert node2 is not None and node2["spec"]["unschedulable"] is True
+    assert not any(w[:3] == ("patch", "nodes", "n2") for w in api.writes)
+
+
+def test_garbage_collection_and_the_ignore_annotation(api: FakeApi) -> None:
+    api.add(
+        MAINTENANCE_CONFIGS,
+        {
+            "metadata": {"name": "default", "namespace": NS},
+            "spec": {"maxParallelOperations": 2, "maxNodeMaintenanceTimeSeconds": 60},
+        },
+    )
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    keep = nm("k", "n1")
+    keep["metadata"]["annotations"] = {lc.GC_IGNORE_ANNOTATION: "true"}
+    api.add(NODE_MAINTENANCES, keep)
+    reconciler(api).run_pass()
+    assert phase(api, "a") == "Ready" and phase(api, "k") == "Ready"
+    api.now = NOW + 61
+    report = reconciler(api).run_pass()
+    assert report.collected == [f"{NS}/a"] and report.released == [f"{NS}/a"]
+    assert api.obj(NODE_MAINTENANCES, "a") is None and phase(api, "k") == "Ready"
+
+
+def test_requestor_failed_is_mirrored(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reconciler(api).run_pass()
+    obj = api.objects[("nodemaintenances", NS, "a")]
+    obj["status"]["conditions"].append({"type": "RequestorFailed", "status": "True", "reason": "FailedMaintenance"})
+    report = reconciler(api).run_pass()
+    assert phase(api, "a") == "RequestorFailed"
+    assert report.advanced == [{"name": f"{NS}/a", "node": "n0", "from": "Ready", "to": "RequestorFailed"}]
+
+
+def test_node_gone_drops_the_finalizer(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reconciler(api).run_pass()
+    del api.objects[("nodes", None, "n0")]
+    report = reconciler(api).run_pass()
+    assert report.released == [f"{NS}/a"]
+    a = api.obj(NODE_MAINTENANCES, "a")
+    assert a is not None and FINALIZER not in a["metadata"]["finalizers"]
+
+
+def test_check_mode_takes_no_lease_and_writes_nothing(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    report = reconciler(api).run_pass(check_mode=True)
+    assert report.scheduled == [f"{NS}/a"] and api.writes == [] and api.events == []
+
+
+def test_a_held_lease_makes_the_pass_busy(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    other = Lease(api, "nodeops-maintenance-reconcile", NS, "other", 60, clock=lambda: api.now)  # type: ignore[arg-type]
+    assert other.try_acquire()
+    report = reconciler(api).run_pass()
+    assert report.busy and report.holder == "other" and phase(api, "a") == ""
+    api.now += 61  # expired: taken over
+    assert reconciler(api).run_pass().scheduled == [f"{NS}/a"]
+    lease = api.obj(LEASES, "nodeops-maintenance-reconcile")
+    assert lease is not None and lease["spec"]["holderIdentity"] is None  # released after the pass
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+def test_lease_acquire_renew_release() -> None:
+    api = FakeApi()
+    a = Lease(api, "l", NS, "a", 30, clock=lambda: api.now)  # type: ignore[arg-type]
+    b = Lease(api, "l", NS, "b", 30, clock=lambda: api.now)  # type: ignore[arg-type]
+    assert a.try_acquire() and not b.try_acquire() and b.holder == "a"
+    api.now += 20
+    assert a.renew()
+    api.now += 20  # 40 s after the acquisition, 20 s after the renewal: still a's
+    assert not b.try_acquire()
+    a.release()
+    assert b.try_acquire()
+    lease = api.obj(LEASES, "l")
+    assert lease is not None and lease["spec"]["renewTime"] == micro_time(api.now)
+    assert not a.renew()
+
+
+def test_until_settled_stops_when_settled(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reports, settled = reconcile_until_settled(reconciler(api), timeout=5, interval=0.01)
+    assert settled and len(reports) == 1
+
+
+# -- node_maintenance's requests (engines/requests.py) ---------------------------------------------
+def test_requests_create_join_leave_and_delete(api: FakeApi) -> None:
+    a = Requests(api, RequestSpec("a.example.com", NS, "a", {"cordon": True}))  # type: ignore[arg-type]
+    b = Requests(api, RequestSpec("b.example.com", NS, "b", {"cordon": True}))  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match="nope not found"):
+        a.present(["n0", "nope"])
+    assert api.writes == []
+    check = Requests(api, RequestSpec("a.example.com", NS, "a", {}), check_mode=True)  # type: ignore[arg-type]
+    assert [x.action for x in check.present(["n0"])] == ["created"] and api.writes == []
+
+    assert [x.action for x in a.present(["n0", "n1"])] == ["created", "created"]
+    assert [x.action for x in a.present(["n0"])] == ["unchanged"]
+    api.conflicts = {("nodemaintenances", "a-n0"): 1}  # another writer came first: re-read and retry
+    joined = b.present(["n0"])
+    assert [x.action for x in joined] == ["joined"]
+    obj = api.obj(NODE_MAINTENANCES, "a-n0")
+    assert obj is not None and obj["spec"]["additionalRequestors"] == ["b.example.com"]
+    assert obj["metadata"]["annotations"]["x"] == "y"
+    assert [x.action for x in b.present(["n0"])] == ["unchanged"]
+    assert [x.action for x in a.present(["n0"])] == ["unchanged"]  # the owner is not listed twice
+    assert not is_ready(joined[0])
+
+    released = a.absent(["n0", "n1", "n2"])
+    assert [x.action for x in released] == ["deleted", "deleted", "absent"]
+    assert api.obj(NODE_MAINTENANCES, "a-n1") is None  # no finalizer yet: gone at once
+    assert api.obj(NODE_MAINTENANCES, "a-n0") is None
+    a.refresh(released)
+    assert all(is_gone(x) for x in released)
+
+
+def test_a_joined_requestor_leaves_a_request_being_deleted(api: FakeApi) -> None:
+    body = nm("shared", "n0", additionalRequestors=["b.example.com"])
+    body["metadata"]["finalizers"] = [FINALIZER]
+    api.add(NODE_MAINTENANCES, body)
+    api.delete(NODE_MAINTENANCES, "shared", NS)
+    owner = Requests(api, RequestSpec("a.example.com", NS, "a"))  # type: ignore[arg-type]
+    assert [x.action for x in owner.absent(["n0"])] == ["deleting"]  # deleted already: no second delete
+    b = Requests(api, RequestSpec("b.example.com", NS, "b"))  # type: ignore[arg-type]
+    assert [x.action for x in b.absent(["n0"])] == ["left"]
+    obj = api.obj(NODE_MAINTENANCES, "shared")
+    assert obj is not None and obj["spec"]["additionalRequestors"] == []
