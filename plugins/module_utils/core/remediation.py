@@ -1,0 +1,386 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The manager side of Self Node Remediation as a pure step function: what to do next for one
+SelfNodeRemediation object, given what the caller read (reference A.4).
+
+Pure, standard library only; time is the ``now`` parameter. The caller applies the step's writes,
+reads again and asks for the next step, until a step writes nothing (then ``wait_until`` says when
+to look again).
+
+Phases: unset (Fencing-Started) -> Pre-Reboot-Completed (finalizer and the
+``remediation.medik8s.io/self-node-remediation:NoSchedule`` taint added, ``timeAssumedRebooted`` =
+now + safe time) -> Reboot-Completed (only once ``now >= timeAssumedRebooted``) -> Fencing-Completed
+(the strategy's work is done). Rules kept from upstream: nothing for a node labelled
+``remediation.medik8s.io/exclude-from-remediation=true``; an object marked
+``remediation.medik8s.io/nhc-timed-out`` stops (Processing=False, Succeeded=False); deleting the object
+does not abort a fencing already started: the phases complete, then the taints and the finalizer go.
+
+Ours: nothing at all (no taint, no deletion) for a node under maintenance; ResourceDeletion also
+deletes the node's VolumeAttachments; OutOfServiceTaint force-deletes the pods the taint evicted
+(Terminating ones, as the pod garbage collector does for an out-of-service node) and deletes the
+VolumeAttachments that remain once no pod is left on the node (all only after the safe time); the
+out-of-service taint is removed once the node is Ready again (or the object is deleted), not as soon
+as the pods are gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, format_time, parse_time
+from .strategy import OUT_OF_SERVICE_TAINT, RESOURCE_DELETION
+
+FINALIZER = "self-node-remediation.medik8s.io/snr-finalizer"
+NO_SCHEDULE_TAINT_KEY = "remediation.medik8s.io/self-node-remediation"
+OUT_OF_SERVICE_TAINT_KEY = "node.kubernetes.io/out-of-service"
+OUT_OF_SERVICE_VALUE = "nodeshutdown"
+#: After timeAssumedRebooted + this, a deleted object's out-of-service taint goes even if pods remain.
+OUT_OF_SERVICE_EXPIRY_SECONDS = 60.0
+#: How often to look again while waiting for pods and VolumeAttachments to go.
+POLL_SECONDS = 2.0
+
+FENCING_STARTED = "Fencing-Started"
+PRE_REBOOT_COMPLETED = "Pre-Reboot-Completed"
+REBOOT_COMPLETED = "Reboot-Completed"
+FENCING_COMPLETED = "Fencing-Completed"
+PHASES = (FENCING_STARTED, PRE_REBOOT_COMPLETED, REBOOT_COMPLETED, FENCING_COMPLETED)
+
+# Condition reasons (upstream's tokens).
+REMEDIATION_STARTED = "RemediationStarted"
+REMEDIATION_FINISHED = "RemediationFinishedSuccessfully"
+REMEDIATION_TIMEOUT_BY_NHC = "RemediationTimeoutByNHC"
+NODE_NOT_FOUND = "RemediationSkippedNodeNotFound"
+CONFIGURATION_NOT_FOUND = "ConfigurationNotFound"
+
+
+class Code:
+    """What a step is about, for the result."""
+
+    DISABLED = "Disabled"
+    STOPPED = "StoppedByNHC"
+    NODE_NOT_FOUND = "NodeNotFound"
+    EXCLUDED = "Excluded"
+    MAINTENANCE = "UnderMaintenance"
+    FENCING = "Fencing"  # finalizer, taint, timeAssumedRebooted
+    WAITING_SAFE_TIME = "WaitingSafeTime"
+    RECOVERING = "Recovering"  # the strategy is at work
+    COMPLETED = "Completed"
+    CLEANING_UP = "CleaningUp"  # the object is deleted: taints and finalizer go
+    GONE = "Gone"
+
+
+def no_schedule_taint() -> dict[str, Any]:
+    return {"key": NO_SCHEDULE_TAINT_KEY, "effect": "NoSchedule"}
+
+
+def out_of_service_taint(now: datetime) -> dict[str, Any]:
+    return {
+        "key": OUT_OF_SERVICE_TAINT_KEY,
+        "value": OUT_OF_SERVICE_VALUE,
+        "effect": "NoExecute",
+        "timeAdded": format_time(now),
+    }
+
+
+@dataclass
+class Step:
+    """The next writes for one object. Apply them in field order; ``status`` None = unchanged."""
+
+    code: str
+    reason: str
+    add_finalizer: bool = False
+    taints_to_add: list[dict[str, Any]] = field(default_factory=list)
+    pods_to_delete: list[tuple[str, str]] = field(default_factory=list)  # (namespace, name)
+    attachments_to_delete: list[str] = field(default_factory=list)
+    taints_to_remove: list[str] = field(default_factory=list)  # keys
+    remove_finalizer: bool = False
+    status: dict[str, Any] | None = None
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    wait_until: datetime | None = None
+
+    @property
+    def writes(self) -> bool:
+        return bool(
+            self.add_finalizer
+            or self.taints_to_add
+            or self.pods_to_delete
+            or self.attachments_to_delete
+            or self.taints_to_remove
+            or self.remove_finalizer
+            or self.status is not None
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "reason": self.reason,
+            "add_finalizer": self.add_finalizer,
+            "taints_to_add": [t["key"] for t in self.taints_to_add],
+            "pods_to_delete": [f"{ns}/{name}" for ns, name in self.pods_to_delete],
+            "attachments_to_delete": list(self.attachments_to_delete),
+            "taints_to_remove": list(self.taints_to_remove),
+            "remove_finalizer": self.remove_finalizer,
+            "status_update": self.status is not None,
+            "events": [{"type": t, "reason": r, "message": m} for t, r, m in self.events],
+            "wait_until": format_time(self.wait_until) if self.wait_until else None,
+        }
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _taint_keys(node: Mapping[str, Any]) -> set[str]:
+    return {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, Mapping)}
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def phase_of(snr: Mapping[str, Any]) -> str:
+    return str((snr.get("status") or {}).get("phase") or FENCING_STARTED)
+
+
+def _with_conditions(
+    old: Mapping[str, Any], now: datetime, updates: Mapping[str, tuple[str, str, str]], **fields: Any
+) -> dict[str, Any] | None:
+    """``old`` status with ``fields`` and the conditions ``type -> (status, reason, message)`` set;
+    None when nothing differs. A condition's lastTransitionTime changes only with its status."""
+    status = dict(old)
+    status.update({k: v for k, v in fields.items() if v is not None})
+    conditions = [dict(c) for c in old.get("conditions") or [] if isinstance(c, Mapping)]
+    for ctype, (cstatus, reason, message) in updates.items():
+        current = next((c for c in conditions if c.get("type") == ctype), None)
+        if current is None:
+            current = {"type": ctype}
+            conditions.append(current)
+        if current.get("status") != cstatus:
+            current["lastTransitionTime"] = format_time(now)
+        current.update({"status": cstatus, "reason": reason, "message": message})
+    status["conditions"] = conditions
+    return None if status == dict(old) else status
+
+
+def assumed_rebooted(now: datetime, safe_seconds: float) -> datetime:
+    """``now + safe_seconds`` rounded up to a whole second (the status keeps whole seconds, and
+    truncating would shorten the safe time)."""
+    moment = now + timedelta(seconds=safe_seconds)
+    if moment.microsecond:
+        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
+    return moment
+
+
+def plan_step(
+    snr: Mapping[str, Any],
+    node: Mapping[str, Any] | None,
+    now: datetime,
+    safe_seconds: float,
+    strategy: str,
+    under_maintenance: bool = False,
+    pods: Sequence[Mapping[str, Any]] = (),
+    attachments: Sequence[Mapping[str, Any]] = (),
+    config_found: bool = True,
+) -> Step:
+    """The next step for ``snr`` (a SelfNodeRemediation) on ``node`` (None when it does not exist).
+
+    ``safe_seconds``: the effective safe time (core/safetime.py); ``strategy``: the resolved one
+    (ResourceDeletion or OutOfServiceTaint); ``pods``: the pods bound to the node; ``attachments``:
+    the VolumeAttachments whose ``spec.nodeName`` is the node.
+    """
+    meta = _meta(snr)
+    name = str(meta.get("name", ""))
+    old = snr.get("status") or {}
+    deleting = bool(meta.get("deletionTimestamp"))
+    has_finalizer = FINALIZER in (meta.get("finalizers") or [])
+    phase = phase_of(snr)
+    node_name = str((node and _meta(node).get("name")) or "")
+    taints = _taint_keys(node) if node else set()
+
+    def cleanup(code: str, reason: str, expired: bool = False) -> Step:
+        step = Step(code, reason)
+        if node is not None:
+            step.taints_to_remove = [k for k in (OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY) if k in taints]
+        step.remove_finalizer = has_finalizer
+        if expired and OUT_OF_SERVICE_TAINT_KEY in taints:
+            step.events.append(
+                ("Warning", "OutOfServiceTimestampExpired", "out-of-service taint removed after its expiry")
+            )
+        if step.writes:
+            step.events.append(("Normal", "RemediationFinished", f"remediation of node {node_name or name} finished"))
+        return step
+
+    if deleting and not has_finalizer:
+        return Step(Code.GONE, "being deleted; nothing of ours holds it")
+    if not config_found:
+        if deleting:
+            return cleanup(Code.CLEANING_UP, "deleted; the configuration is missing, cleaning up")
+        status = _with_conditions(
+            old, now, {"Disabled": ("True", CONFIGURATION_NOT_FOUND, "SelfNodeRemediationConfig not found")}
+        )
+        return Step(Code.DISABLED, "no SelfNodeRemediationConfig: nothing is done", status=status)
+    if TIMED_OUT_ANNOTATION in (meta.get("annotations") or {}):
+        if deleting:
+            return cleanup(Code.CLEANING_UP, "timed out by the NodeHealthCheck and deleted: cleaning up")
+        status = _with_conditions(
+            old,
+            now,
+            {
+                "Processing": ("False", REMEDIATION_TIMEOUT_BY_NHC, "the NodeHealthCheck timed the remediation out"),
+                "Succeeded": ("False", REMEDIATION_TIMEOUT_BY_NHC, "the NodeHealthCheck timed the remediation out"),
+            },
+        )
+        step = Step(Code.STOPPED, "timed out by the NodeHealthCheck; stopped", status=status)
+        if status is not None:
+            step.events.append(("Normal", "RemediationStopped", "remediation stopped: timed out by NodeHealthCheck"))
+        return step
+    if node is None:
+        if deleting:
+            return cleanup(Code.CLEANING_UP, "the node is gone; dropping the finalizer")
+        message = f"node {name} not found"
+        status = _with_conditions(
+            old,
+            now,
+            {"Processing": ("False", NODE_NOT_FOUND, message), "Succeeded": ("False", NODE_NOT_FOUND, message)},
+        )
+        step = Step(Code.NODE_NOT_FOUND, message, status=status)
+        if status is not None:
+            step.events.append(("Warning", "RemediationCannotStart", message))
+        return step
+    if under_maintenance:
+        if deleting and phase in (FENCING_STARTED, FENCING_COMPLETED):
+            return cleanup(Code.CLEANING_UP, "deleted: removing the taints and the finalizer")
+        return Step(
+            Code.MAINTENANCE,
+            f"node {node_name} is under maintenance (a NodeMaintenance in progress): nothing is done",
+            events=[("Normal", "RemediationSkipped", f"node {node_name} is under maintenance")],
+        )
+    if (_meta(node).get("labels") or {}).get(EXCLUDE_LABEL) == "true" and phase == FENCING_STARTED:
+        return Step(
+            Code.EXCLUDED,
+            f"node {node_name} is labelled {EXCLUDE_LABEL}=true: nothing is done",
+            events=[("Normal", "RemediationSkipped", f"node {node_name} is excluded from remediation")],
+        )
+
+    processing = {
+        "Processing": ("True", REMEDIATION_STARTED, "remediation started"),
+        "Succeeded": ("Unknown", REMEDIATION_STARTED, "remediation started"),
+    }
+
+    if phase == FENCING_STARTED:
+        if deleting:
+            return cleanup(Code.CLEANING_UP, "deleted before fencing started")
+        step = Step(Code.FENCING, f"fencing node {node_name}: taint, then wait {safe_seconds:g}s")
+        step.add_finalizer = not has_finalizer
+        if NO_SCHEDULE_TAINT_KEY not in taints:
+            step.taints_to_add.append(no_schedule_taint())
+        assumed = assumed_rebooted(now, safe_seconds)
+        step.status = _with_conditions(
+            old, now, processing, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed)
+        )
+        step.wait_until = assumed
+        step.events.append(
+            ("Normal", "RemediationStarted", f"node {node_name} tainted; assumed rebooted at {format_time(assumed)}")
+        )
+        return step
+
+    assumed_text = old.get("timeAssumedRebooted")
+    if not assumed_text:  # a phase without the time: never guess, start the wait now
+        assumed = assumed_rebooted(now, safe_seconds)
+        status = _with_conditions(
+            old, now, processing, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed)
+        )
+        return Step(
+            Code.FENCING, "timeAssumedRebooted missing: the safe time starts now", status=status, wait_until=assumed
+        )
+    assumed = parse_time(assumed_text, f"SelfNodeRemediation {name}: status.timeAssumedRebooted")
+
+    if phase == PRE_REBOOT_COMPLETED:
+        step = Step(Code.FENCING, f"fencing node {node_name}")
+        if NO_SCHEDULE_TAINT_KEY not in taints:
+            step.taints_to_add.append(no_schedule_taint())
+        step.add_finalizer = not has_finalizer and not deleting
+        if now < assumed:
+            step.code = Code.WAITING_SAFE_TIME
+            step.reason = f"waiting until {format_time(assumed)} ({(assumed - now).total_seconds():.0f}s left)"
+            step.status = _with_conditions(old, now, processing)
+            step.wait_until = assumed
+            return step
+        step.code = Code.RECOVERING
+        step.reason = "the node can be assumed rebooted"
+        step.status = _with_conditions(old, now, processing, phase=REBOOT_COMPLETED)
+        return step
+
+    if phase == REBOOT_COMPLETED:
+        if now < assumed:  # clock skew between passes: wait again, do nothing
+            return Step(Code.WAITING_SAFE_TIME, "before timeAssumedRebooted", wait_until=assumed)
+        step = Step(Code.RECOVERING, "")
+        live = list(pods)
+        terminating = [p for p in live if _meta(p).get("deletionTimestamp")]
+        if strategy == RESOURCE_DELETION:
+            step.pods_to_delete = [(str(_meta(p).get("namespace")), str(_meta(p).get("name"))) for p in live]
+            step.attachments_to_delete = [str(_meta(a).get("name")) for a in attachments]
+            step.reason = f"ResourceDeletion: {len(live)} pod(s), {len(attachments)} VolumeAttachment(s) left"
+            if step.pods_to_delete or step.attachments_to_delete:
+                step.events.append(
+                    ("Normal", "DeleteResources", f"deleting the pods and VolumeAttachments of node {node_name}")
+                )
+        elif strategy == OUT_OF_SERVICE_TAINT:
+            if OUT_OF_SERVICE_TAINT_KEY not in taints:
+                step.taints_to_add.append(out_of_service_taint(now))
+                step.events.append(("Normal", "AddOutOfService", f"node {node_name} tainted out-of-service"))
+            else:
+                # Pods the taint evicted: finish them now, as the pod garbage collector does for an
+                # out-of-service node (without waiting for its 20 s period); the node is fenced.
+                step.pods_to_delete = [(str(_meta(p).get("namespace")), str(_meta(p).get("name"))) for p in terminating]
+                if not live:
+                    step.attachments_to_delete = [str(_meta(a).get("name")) for a in attachments]
+            step.reason = (
+                f"OutOfServiceTaint: {len(live)} pod(s) ({len(terminating)} terminating), "
+                f"{len(attachments)} VolumeAttachment(s) left"
+            )
+            expired = now >= assumed + timedelta(seconds=OUT_OF_SERVICE_EXPIRY_SECONDS)
+            if deleting and expired and live:
+                return cleanup(Code.CLEANING_UP, "deleted and past the out-of-service expiry", expired=True)
+        else:
+            raise ValueError(f"strategy {strategy!r}: expected {RESOURCE_DELETION} or {OUT_OF_SERVICE_TAINT}")
+        if live or attachments:
+            if not step.writes:
+                step.wait_until = now + timedelta(seconds=POLL_SECONDS)
+            return step
+        step.code = Code.COMPLETED
+        step.reason = f"the workloads of node {node_name} are free to run elsewhere"
+        step.status = _with_conditions(
+            old,
+            now,
+            {
+                "Processing": ("False", REMEDIATION_FINISHED, "remediation finished"),
+                "Succeeded": ("True", REMEDIATION_FINISHED, "remediation finished"),
+            },
+            phase=FENCING_COMPLETED,
+        )
+        return step
+
+    # Fencing-Completed
+    if deleting:
+        return cleanup(Code.CLEANING_UP, "deleted: removing the taints and the finalizer")
+    step = Step(Code.COMPLETED, f"fencing of node {node_name} completed; the object stays until the node is healthy")
+    if OUT_OF_SERVICE_TAINT_KEY in taints and node_ready(node):
+        step.taints_to_remove = [OUT_OF_SERVICE_TAINT_KEY]
+        step.events.append(("Normal", "RemoveOutOfService", f"node {node_name} is back: out-of-service taint removed"))
+    return step
+
+
+def taints_after(node: Mapping[str, Any], step: Step) -> list[dict[str, Any]] | None:
+    """The node's taints after ``step``; None when they do not change."""
+    current = [dict(t) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, Mapping)]
+    keys = {t.get("key") for t in current}
+    new = [t for t in current if t.get("key") not in step.taints_to_remove]
+    new += [dict(t) for t in step.taints_to_add if t["key"] not in keys]
+    return None if new == current else new

@@ -1,0 +1,349 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Self Node Remediation manager as passes: for every SelfNodeRemediation, read what
+core/remediation.py needs, apply its step, read again, until a step writes nothing.
+
+Writes are conditional (the object's and the node's resourceVersion; a conflict is re-read and
+retried). The safe time is computed once per object, when it is first fenced, from the
+SelfNodeRemediationConfig, the worker count and the node's watchdog-timeout annotation
+(core/safetime.py), and kept in ``status.timeAssumedRebooted``, so a run killed at any point
+continues from the object. In check mode one step per object is planned and nothing is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..core.health import format_time
+from ..core.remediation import (
+    FINALIZER,
+    REBOOT_COMPLETED,
+    Code,
+    Step,
+    phase_of,
+    plan_step,
+    taints_after,
+)
+from ..core.safetime import SafeTime, safe_time
+from ..core.strategy import resolve_strategy
+from ..k8s.client import (
+    NODE_MAINTENANCES,
+    NODES,
+    PODS,
+    SELF_NODE_REMEDIATION_CONFIGS,
+    SELF_NODE_REMEDIATIONS,
+    VOLUME_ATTACHMENTS,
+    Client,
+)
+from ..k8s.errors import Conflict, MissingResourceType, NotFound
+from .health import under_maintenance
+
+CONFIG_NAME = "self-node-remediation-config"
+WORKER_LABEL = "node-role.kubernetes.io/worker"
+WATCHDOG_ANNOTATION = "self-node-remediation.medik8s.io/watchdog-timeout"
+MAX_STEPS = 10
+RETRIES = 5
+
+
+@dataclass
+class Outcome:
+    """What happened to one object in a run."""
+
+    namespace: str
+    name: str
+    node: str
+    strategy: str | None = None
+    phase_before: str = ""
+    phase: str = ""
+    code: str = ""
+    reason: str = ""
+    time_assumed_rebooted: str | None = None
+    safe_time: dict[str, Any] | None = None
+    wait_until: datetime | None = None
+    changed: bool = False
+    pods_deleted: list[str] = field(default_factory=list)
+    attachments_deleted: list[str] = field(default_factory=list)
+    taints_added: list[str] = field(default_factory=list)
+    taints_removed: list[str] = field(default_factory=list)
+    events: list[dict[str, str]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "node": self.node,
+            "strategy": self.strategy,
+            "phase_before": self.phase_before,
+            "phase": self.phase,
+            "code": self.code,
+            "reason": self.reason,
+            "time_assumed_rebooted": self.time_assumed_rebooted,
+            "safe_time": self.safe_time,
+            "wait_until": format_time(self.wait_until) if self.wait_until else None,
+            "changed": self.changed,
+            "pods_deleted": self.pods_deleted,
+            "attachments_deleted": self.attachments_deleted,
+            "taints_added": self.taints_added,
+            "taints_removed": self.taints_removed,
+            "events": self.events,
+            "steps": self.steps,
+        }
+
+
+def snr_node(snr: Mapping[str, Any]) -> str:
+    meta = snr.get("metadata") or {}
+    return str((meta.get("annotations") or {}).get("remediation.medik8s.io/node-name") or meta.get("name", ""))
+
+
+class RemediationManager:
+    def __init__(
+        self,
+        client: Client,
+        now: Callable[[], datetime],
+        check_mode: bool = False,
+        emit_events: bool = True,
+        config_namespace: str | None = None,
+        watchdog_timeout: float | None = None,
+    ) -> None:
+        self.client = client
+        self.now = now
+        self.check_mode = check_mode
+        self.emit_events = emit_events
+        self.config_namespace = config_namespace
+        self.watchdog_timeout = watchdog_timeout
+        self._git_version: str | None = None
+
+    # -- reads ------------------------------------------------------------------------------
+    def git_version(self) -> str:
+        if self._git_version is None:
+            self._git_version = str(self.client.server_version().get("gitVersion", ""))
+        return self._git_version
+
+    def config(self, namespace: str) -> dict[str, Any] | None:
+        try:
+            return self.client.get(SELF_NODE_REMEDIATION_CONFIGS, CONFIG_NAME, self.config_namespace or namespace)
+        except NotFound:
+            return None
+
+    def safe_time_for(self, node: Mapping[str, Any], config: Mapping[str, Any]) -> SafeTime:
+        nodes = self.client.list(NODES, label_selector=WORKER_LABEL)["items"]
+        annotation = ((node.get("metadata") or {}).get("annotations") or {}).get(WATCHDOG_ANNOTATION)
+        watchdog = self.watchdog_timeout if self.watchdog_timeout is not None else annotation
+        return safe_time(config.get("spec") or {}, len(nodes), watchdog)
+
+    def maintenance(self) -> set[str]:
+        try:
+            return under_maintenance(self.client.list(NODE_MAINTENANCES)["items"])
+        except (MissingResourceType, NotFound):
+            return set()
+
+    def objects(self, namespace: str | None, name: str | None) -> list[dict[str, Any]]:
+        if name:
+            try:
+                return [self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)]
+            except NotFound:
+                return []
+        return self.client.list(SELF_NODE_REMEDIATIONS, namespace=namespace)["items"]
+
+    # -- one object -------------------------------------------------------------------------
+    def run_one(self, snr: dict[str, Any]) -> Outcome:
+        meta = snr["metadata"]
+        namespace, name = str(meta.get("namespace", "")), str(meta["name"])
+        node_name = snr_node(snr)
+        outcome = Outcome(namespace, name, node_name, phase_before=phase_of(snr))
+        config = self.config(namespace)
+        for _step in range(MAX_STEPS):
+            node = self._node(node_name)
+            strategy = resolve_strategy((snr.get("spec") or {}).get("remediationStrategy"), self.git_version())
+            outcome.strategy = strategy
+            seconds = 0.0
+            if config is not None and node is not None and not (snr.get("status") or {}).get("timeAssumedRebooted"):
+                computed = self.safe_time_for(node, config)
+                outcome.safe_time = computed.as_dict()
+                seconds = float(computed.effective_seconds)
+            pods: list[dict[str, Any]] = []
+            attachments: list[dict[str, Any]] = []
+            if node is not None and phase_of(snr) == REBOOT_COMPLETED:
+                pods = self.client.list(PODS, field_selector=f"spec.nodeName={node_name}")["items"]
+                attachments = [
+                    a
+                    for a in self.client.list(VOLUME_ATTACHMENTS)["items"]
+                    if (a.get("spec") or {}).get("nodeName") == node_name
+                ]
+            step = plan_step(
+                snr,
+                node,
+                self.now(),
+                seconds,
+                strategy,
+                under_maintenance=node_name in self.maintenance(),
+                pods=pods,
+                attachments=attachments,
+                config_found=config is not None,
+            )
+            outcome.code, outcome.reason, outcome.wait_until = step.code, step.reason, step.wait_until
+            outcome.steps.append(step.as_dict())
+            self._events(snr, step, outcome)
+            if not step.writes:
+                break
+            outcome.changed = True
+            if self.check_mode:
+                self._record(step, outcome)
+                break
+            updated = self._apply(snr, node, step, outcome)
+            if updated is None:  # the object is gone
+                outcome.phase = "Deleted"
+                return outcome
+            snr = updated
+        status = snr.get("status") or {}
+        outcome.phase = outcome.phase or str(status.get("phase") or "")
+        if self.check_mode and outcome.steps and outcome.changed:
+            last = outcome.steps[-1]
+            outcome.phase = outcome.phase or phase_of(snr)
+            outcome.time_assumed_rebooted = status.get("timeAssumedRebooted") or last.get("wait_until")
+        else:
+            outcome.time_assumed_rebooted = status.get("timeAssumedRebooted")
+        return outcome
+
+    def _node(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.client.get(NODES, name)
+        except NotFound:
+            return None
+
+    def _events(self, snr: Mapping[str, Any], step: Step, outcome: Outcome) -> None:
+        for etype, reason, message in step.events:
+            if reason == "RemediationSkipped" and any(e["reason"] == reason for e in outcome.events):
+                continue
+            outcome.events.append({"type": etype, "reason": reason, "message": message})
+            if self.emit_events and not self.check_mode:
+                with contextlib.suppress(NotFound):
+                    self.client.create_event(dict(snr), reason, message, etype)
+
+    @staticmethod
+    def _record(step: Step, outcome: Outcome) -> None:
+        outcome.pods_deleted += [f"{ns}/{n}" for ns, n in step.pods_to_delete]
+        outcome.attachments_deleted += list(step.attachments_to_delete)
+        outcome.taints_added += [t["key"] for t in step.taints_to_add]
+        outcome.taints_removed += list(step.taints_to_remove)
+
+    def _apply(
+        self, snr: dict[str, Any], node: dict[str, Any] | None, step: Step, outcome: Outcome
+    ) -> dict[str, Any] | None:
+        """Apply ``step``; the object as it is afterwards, None once it is gone."""
+        meta = snr["metadata"]
+        namespace, name = meta.get("namespace"), meta["name"]
+        if step.add_finalizer:
+            snr = self._update_object(namespace, name, _add_finalizer)
+        if (step.taints_to_add or step.taints_to_remove) and node is not None:
+            self._update_taints(node["metadata"]["name"], step)
+        for pod_ns, pod_name in step.pods_to_delete:
+            with contextlib.suppress(NotFound):
+                self.client.delete_pod(pod_name, pod_ns, grace_period=0)
+        for attachment in step.attachments_to_delete:
+            with contextlib.suppress(NotFound):
+                self.client.delete(VOLUME_ATTACHMENTS, attachment, propagation_policy="Background")
+        self._record(step, outcome)
+        if step.status is not None:
+            new_status = step.status
+
+            def set_status(obj: dict[str, Any]) -> dict[str, Any]:
+                obj["status"] = new_status
+                return obj
+
+            snr = self._update_object(namespace, name, set_status, status=True)
+        if step.remove_finalizer:
+            try:
+                self._update_object(namespace, name, _remove_finalizer)
+            except NotFound:
+                return None
+            try:
+                return self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)
+            except NotFound:
+                return None
+        return snr
+
+    def _update_object(
+        self, namespace: str | None, name: str, change: Callable[[dict[str, Any]], dict[str, Any]], status: bool = False
+    ) -> dict[str, Any]:
+        for _attempt in range(RETRIES):
+            current = self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)
+            body = change(current)
+            try:
+                return self.client.replace(SELF_NODE_REMEDIATIONS, body, subresource="status" if status else None)
+            except Conflict:
+                continue
+        raise Conflict(f"update SelfNodeRemediation {namespace}/{name}: still conflicting after {RETRIES} re-reads")
+
+    def _update_taints(self, node_name: str, step: Step) -> None:
+        for _attempt in range(RETRIES):
+            node = self.client.get(NODES, node_name)
+            taints = taints_after(node, step)
+            if taints is None:
+                return
+            node.setdefault("spec", {})["taints"] = taints
+            try:
+                self.client.replace(NODES, node)
+                return
+            except Conflict:
+                continue
+        raise Conflict(f"update Node {node_name} taints: still conflicting after {RETRIES} re-reads")
+
+    # -- runs -------------------------------------------------------------------------------
+    def run(
+        self, namespace: str | None, name: str | None, wait_timeout: float, sleep: Callable[[float], None] = time.sleep
+    ) -> list[Outcome]:
+        """Passes over every object until none waits for something within ``wait_timeout`` seconds."""
+        start = time.monotonic()
+        merged: dict[tuple[str, str], Outcome] = {}
+        while True:
+            for snr in self.objects(namespace, name):
+                out = self.run_one(snr)
+                key = (out.namespace, out.name)
+                if key in merged:
+                    out = _merge(merged[key], out)
+                merged[key] = out
+            if self.check_mode:
+                break
+            waits = [o.wait_until for o in merged.values() if o.wait_until is not None and o.phase != "Deleted"]
+            if not waits:
+                break
+            left = wait_timeout - (time.monotonic() - start)
+            pause = max(0.0, (min(waits) - self.now()).total_seconds())
+            if left <= 0 or pause > left:
+                break
+            sleep(min(max(pause, 0.2), left))
+        return sorted(merged.values(), key=lambda o: (o.namespace, o.name))
+
+
+def _merge(before: Outcome, after: Outcome) -> Outcome:
+    after.phase_before = before.phase_before
+    after.changed = after.changed or before.changed
+    after.safe_time = after.safe_time or before.safe_time
+    after.pods_deleted = before.pods_deleted + after.pods_deleted
+    after.attachments_deleted = before.attachments_deleted + after.attachments_deleted
+    after.taints_added = before.taints_added + after.taints_added
+    after.taints_removed = before.taints_removed + after.taints_removed
+    after.events = before.events + [e for e in after.events if e not in before.events]
+    after.steps = before.steps + [
+        s for s in after.steps if s.get("code") != Code.WAITING_SAFE_TIME or s["status_update"]
+    ]
+    return after
+
+
+def _add_finalizer(obj: dict[str, Any]) -> dict[str, Any]:
+    finalizers = obj["metadata"].setdefault("finalizers", [])
+    if FINALIZER not in finalizers:
+        finalizers.append(FINALIZER)
+    return obj
+
+
+def _remove_finalizer(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers") or [] if f != FINALIZER]
+    return obj

@@ -1,0 +1,307 @@
+#!/usr/bin/python
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_health
+short_description: One Node Health Check pass, medik8s-compatible
+version_added: 0.2.0
+author:
+  - nodeops.maintenance contributors (@nodeops)
+description:
+  - Evaluates a C(NodeHealthCheck) (C(remediation.medik8s.io/v1alpha1)) as medik8s Node Health Check does, and acts on
+    it once.
+  - A node picked by the selector is unhealthy when one of C(unhealthyConditions) has had its status for strictly longer
+    than its duration. It gets a remediation object (for example a C(SelfNodeRemediation)) made from the template, with
+    an owner reference to the C(NodeHealthCheck), the annotations C(remediation.medik8s.io/node-name) and
+    C(remediation.medik8s.io/template-name) and the label C(app.kubernetes.io/part-of=node-healthcheck-controller).
+  - No remediation is created while fewer than C(minHealthy) nodes are healthy (or more than C(maxUnhealthy) are not),
+    while C(pauseRequests) is set, for a node under maintenance (a C(NodeMaintenance) in progress), for a node labelled
+    C(remediation.medik8s.io/exclude-from-remediation=true), or for a second control-plane node.
+  - The remediation objects of a node healthy again are deleted after C(healthyDelay).
+  - The C(NodeHealthCheck) status (C(observedNodes), C(healthyNodes), C(unhealthyNodes), C(inFlightRemediations),
+    C(phase), C(reason), C(conditions)) is updated only when it changed, conditionally on its resourceVersion. Events
+    C(DetectedUnhealthy), C(RemediationCreated), C(RemediationRemoved) and C(RemediationSkipped) are recorded on it.
+  - Offline, with O(nodes) given, nothing is read from or written to a cluster; the result is a what-if evaluation.
+extends_documentation_fragment:
+  - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the cluster is read and nothing is written; the result says what would be created and
+      deleted.
+  diff_mode:
+    support: none
+options:
+  name:
+    description:
+      - Name of the C(NodeHealthCheck) (cluster-scoped) to evaluate and act on.
+      - One of O(name) and O(spec) is required; they are mutually exclusive.
+    type: str
+  spec:
+    description:
+      - A C(NodeHealthCheck) spec given as data, as in the object (C(selector), C(unhealthyConditions), C(minHealthy) or
+        C(maxUnhealthy), C(remediationTemplate) or C(escalatingRemediations), C(healthyDelay), C(pauseRequests)).
+      - Without O(name) the evaluation writes nothing; with O(nodes) it needs no cluster at all.
+    type: dict
+  nodes:
+    description:
+      - Offline mode. Every Node object, as C(kubectl get nodes -o json) prints them in C(items).
+      - Needs O(spec); the cluster is not contacted.
+    type: list
+    elements: dict
+  remediations:
+    description:
+      - Offline mode. The remediation objects of the C(NodeHealthCheck) (for example its C(SelfNodeRemediation)
+        objects).
+    type: list
+    elements: dict
+    default: []
+  node_maintenances:
+    description:
+      - Offline mode. The C(NodeMaintenance) objects; the nodes of those in progress are under maintenance.
+    type: list
+    elements: dict
+    default: []
+  now:
+    description:
+      - Offline mode. The time of the evaluation, RFC 3339 (V(2026-01-02T03:04:05Z)); by default the current time.
+    type: str
+  events:
+    description:
+      - Record events on the C(NodeHealthCheck).
+    type: bool
+    default: true
+notes:
+  - Run it periodically (an AWX schedule, or the loop mode of C(playbooks/remediate.yml)) together with
+    M(nodeops.maintenance.remediation); C(requeue_after) says when the next pass has something to look at.
+  - C(stormCooldownDuration) is accepted but not acted upon.
+seealso:
+  - module: nodeops.maintenance.remediation
+  - name: medik8s Node Health Check
+    description: The operator whose objects and rules this module follows.
+    link: https://github.com/medik8s/node-healthcheck-operator
+"""
+
+EXAMPLES = r"""
+- name: One pass of the NodeHealthCheck workers
+  nodeops.maintenance.node_health:
+    name: workers
+  register: health
+
+- name: What would be remediated, without writing
+  nodeops.maintenance.node_health:
+    name: workers
+  check_mode: true
+
+- name: What-if, offline, from saved objects
+  nodeops.maintenance.node_health:
+    spec:
+      selector:
+        matchExpressions:
+          - key: node-role.kubernetes.io/worker
+            operator: Exists
+      minHealthy: 51%
+      remediationTemplate:
+        apiVersion: self-node-remediation.medik8s.io/v1alpha1
+        kind: SelfNodeRemediationTemplate
+        namespace: nodeops-maintenance
+        name: self-node-remediation-automatic-strategy-template
+    nodes: "{{ (lookup('ansible.builtin.file', 'nodes.json') | from_json)['items'] }}"
+    now: "2026-01-02T03:04:05Z"
+"""
+
+RETURN = r"""
+unhealthy_nodes:
+  description: Nodes whose listed conditions hold for longer than their duration.
+  returned: always
+  type: list
+  elements: str
+  sample: [worker-3]
+remediated_nodes:
+  description: Nodes that got (or in check mode and offline would get) a new remediation object in this pass.
+  returned: always
+  type: list
+  elements: str
+  sample: [worker-3]
+not_remediated:
+  description: Unhealthy nodes left alone in this pass, with the decision code and why.
+  returned: always
+  type: dict
+  sample:
+    worker-4:
+      code: SkippedMinHealthy
+      reason: "unhealthy (Ready=Unknown); only 1 of 3 nodes are healthy and 2 are needed before remediating"
+healthy:
+  description: Observed nodes that count healthy (no listed condition holds and no remediation object left).
+  returned: always
+  type: int
+  sample: 2
+observed:
+  description: Nodes the selector picks.
+  returned: always
+  type: int
+  sample: 3
+min_healthy:
+  description: Healthy nodes needed before remediating (from C(minHealthy) or C(maxUnhealthy), percentages rounded up).
+  returned: always
+  type: int
+  sample: 2
+min_healthy_met:
+  description: Whether C(healthy) reaches C(min_healthy).
+  returned: always
+  type: bool
+  sample: true
+phase:
+  description: The phase of the C(NodeHealthCheck) (Disabled, Paused, Remediating or Enabled).
+  returned: always
+  type: str
+  sample: Remediating
+requeue_after:
+  description: Seconds after which a pass has something new to look at; null when nothing is pending.
+  returned: always
+  type: float
+  sample: 31.0
+created:
+  description: Remediation objects created (or that would be).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: worker-3, kind: SelfNodeRemediation, namespace: nodeops-maintenance, name: worker-3}]
+deleted:
+  description: Remediation objects deleted (or that would be) because their node is healthy again or gone.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+marked:
+  description: Remediation objects annotated as timed out or healthy-delayed.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+decisions:
+  description: One entry per observed node, with its decision code and the reason.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: worker-3, code: Remediate, reason: "unhealthy (Ready=Unknown); remediating with ...",
+            control_plane: false, matched_conditions: [Ready=Unknown], remediations: []}]
+status:
+  description: The C(NodeHealthCheck) status after the pass (not returned offline or with O(spec) only).
+  returned: when O(name) is given
+  type: dict
+  sample: {observedNodes: 3, healthyNodes: 2, phase: Remediating}
+events:
+  description: Events recorded (or that would be) on the C(NodeHealthCheck).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{reason: RemediationCreated, type: Normal, message: Created remediation for node worker-3}]
+"""
+
+from datetime import datetime, timezone
+from typing import Any
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
+    HealthSpecError,
+    evaluate,
+    parse_time,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import SchedulerInputError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
+    HealthInputError,
+    HealthPass,
+    PassResult,
+    evaluation_events,
+    skipped,
+    under_maintenance,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)  # noqa: UP017
+
+
+def _result(result: PassResult) -> dict[str, Any]:
+    evaluation = result.evaluation
+    out: dict[str, Any] = {
+        "changed": result.changed,
+        "unhealthy_nodes": list(evaluation.unhealthy_nodes),
+        "remediated_nodes": [c["node"] for c in result.created],
+        "not_remediated": skipped(evaluation),
+        "healthy": evaluation.healthy,
+        "observed": evaluation.observed,
+        "min_healthy": evaluation.min_healthy,
+        "min_healthy_met": evaluation.min_healthy_met,
+        "phase": result.status["phase"] if result.status else ("Disabled" if result.disabled else evaluation.phase),
+        "requeue_after": evaluation.requeue_after,
+        "created": result.created,
+        "deleted": result.deleted,
+        "marked": result.marked,
+        "decisions": [d.as_dict() for d in evaluation.decisions],
+        "events": result.events,
+    }
+    if result.status is not None:
+        out["status"] = result.status
+    return out
+
+
+def main() -> None:
+    module = K8sModule(
+        argument_spec={
+            "name": {"type": "str"},
+            "spec": {"type": "dict"},
+            "nodes": {"type": "list", "elements": "dict"},
+            "remediations": {"type": "list", "elements": "dict", "default": []},
+            "node_maintenances": {"type": "list", "elements": "dict", "default": []},
+            "now": {"type": "str"},
+            "events": {"type": "bool", "default": True},
+        },
+        required_one_of=[("name", "spec")],
+        mutually_exclusive=[("name", "spec"), ("name", "nodes")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        if params["nodes"] is not None:
+            if params["spec"] is None:
+                module.fail_json(msg="nodes (offline mode) needs spec: the NodeHealthCheck spec as data.")
+            now = parse_time(params["now"], "now") if params["now"] else _now()
+            held = under_maintenance(params["node_maintenances"])
+            evaluation = evaluate(params["spec"], params["nodes"], params["remediations"], now, held)
+            offline = PassResult(evaluation)
+            offline.created = [
+                {
+                    "node": r.node,
+                    "kind": r.template.remediation_kind,
+                    "namespace": r.template.reference.get("namespace", ""),
+                }
+                for r in evaluation.to_remediate
+            ]
+            offline.deleted = [r.as_dict() for r in evaluation.to_delete]
+            offline.events = evaluation_events(evaluation, {r.node for r in evaluation.to_remediate})
+            out = _result(offline)
+            out["changed"] = False
+            module.exit_json(**out)
+        if params["now"]:
+            module.fail_json(msg="now is only for offline mode (with nodes); a live pass uses the current time.")
+        engine = HealthPass(module.client, check_mode=module.check_mode, emit_events=params["events"])
+        result = engine.run(params["name"], params["spec"], _now)
+    except (HealthSpecError, HealthInputError, SchedulerInputError) as err:
+        module.fail_json(msg=str(err))
+    except K8sError as exc:
+        module.fail_k8s(exc)
+    out = _result(result)
+    if params["name"] is None:
+        out["changed"] = False
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

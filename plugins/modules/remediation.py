@@ -1,0 +1,238 @@
+#!/usr/bin/python
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: remediation
+short_description: Self Node Remediation manager passes, medik8s-compatible
+version_added: 0.2.0
+author:
+  - nodeops.maintenance contributors (@nodeops)
+description:
+  - Acts on C(SelfNodeRemediation) objects (C(self-node-remediation.medik8s.io/v1alpha1)) as the manager of medik8s Self
+    Node Remediation does, usually those M(nodeops.maintenance.node_health) created.
+  - For each object, the node gets the C(remediation.medik8s.io/self-node-remediation:NoSchedule) taint, the object the
+    finalizer C(self-node-remediation.medik8s.io/snr-finalizer) and C(status.timeAssumedRebooted) = now + the safe time
+    (from the C(SelfNodeRemediationConfig), the number of worker nodes and the node's
+    C(self-node-remediation.medik8s.io/watchdog-timeout) annotation; see the C(nodeops.maintenance.safe_reboot_time)
+    filter). The phase becomes C(Pre-Reboot-Completed).
+  - Nothing is recovered before that time. Then (C(Reboot-Completed)) the strategy runs. C(ResourceDeletion)
+    force-deletes the node's pods and deletes its VolumeAttachments. C(OutOfServiceTaint) adds
+    C(node.kubernetes.io/out-of-service=nodeshutdown:NoExecute), waits until no pod remains on the node and deletes the
+    VolumeAttachments left, and removes the taint once the node is Ready again. C(Automatic) is C(OutOfServiceTaint) on
+    Kubernetes 1.28 or newer, else C(ResourceDeletion).
+  - When done the phase is C(Fencing-Completed) with C(Succeeded=True) (reason C(RemediationFinishedSuccessfully)). When
+    the object is deleted (by M(nodeops.maintenance.node_health) once the node is healthy) the taints and the finalizer
+    go.
+  - Nothing is done for a node under maintenance (a C(NodeMaintenance) in progress) or labelled
+    C(remediation.medik8s.io/exclude-from-remediation=true), nor for an object the C(NodeHealthCheck) marked timed out.
+  - Each run makes one pass; with O(wait_timeout) it keeps passing while an object waits for something due within it.
+    Progress is kept in the objects, so the next run continues where this one stopped.
+extends_documentation_fragment:
+  - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the next step of each object is planned and reported; nothing is written.
+  diff_mode:
+    support: none
+options:
+  namespace:
+    description:
+      - Namespace of the C(SelfNodeRemediation) objects; all namespaces when omitted.
+    type: str
+  name:
+    description:
+      - Only the C(SelfNodeRemediation) of this name (needs O(namespace)).
+    type: str
+  config_namespace:
+    description:
+      - Namespace of the C(SelfNodeRemediationConfig) C(self-node-remediation-config); by default each object's own
+        namespace. Without a config an object gets C(Disabled=True) (C(ConfigurationNotFound)) and nothing is done.
+    type: str
+  watchdog_timeout:
+    description:
+      - Watchdog timeout in seconds to count in the safe time instead of the node's
+        C(self-node-remediation.medik8s.io/watchdog-timeout) annotation. 0 or less counts as unknown (60 s).
+    type: float
+  wait_timeout:
+    description:
+      - Seconds this run may keep passing while an object waits (the safe time, pods going away).
+      - V(0) makes one pass and returns; the next run continues.
+    type: float
+    default: 0
+  events:
+    description:
+      - Record events on the C(SelfNodeRemediation) objects.
+    type: bool
+    default: true
+notes:
+  - The node itself must reboot within the safe time (the node agent of this collection, or the medik8s agent); this
+    module only does the bookkeeping and the recovery of the workloads.
+seealso:
+  - module: nodeops.maintenance.node_health
+  - name: medik8s Self Node Remediation
+    description: The operator whose objects and rules this module follows.
+    link: https://github.com/medik8s/self-node-remediation
+"""
+
+EXAMPLES = r"""
+- name: One pass over every SelfNodeRemediation
+  nodeops.maintenance.remediation:
+    config_namespace: nodeops-maintenance
+
+- name: Remediate and wait up to 5 minutes for the safe time and the recovery
+  nodeops.maintenance.remediation:
+    namespace: nodeops-maintenance
+    wait_timeout: 300
+  register: remediation
+
+- name: What the next step would be
+  nodeops.maintenance.remediation:
+    namespace: nodeops-maintenance
+  check_mode: true
+"""
+
+RETURN = r"""
+remediations:
+  description: One entry per C(SelfNodeRemediation) object, sorted by namespace and name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    namespace:
+      description: Namespace of the object.
+      type: str
+    name:
+      description: Name of the object.
+      type: str
+    node:
+      description: The node it remediates.
+      type: str
+    strategy:
+      description: The strategy that runs (C(ResourceDeletion) or C(OutOfServiceTaint)).
+      type: str
+    phase_before:
+      description: The phase when the run started.
+      type: str
+    phase:
+      description: The phase after the run (C(Deleted) once the object is gone).
+      type: str
+    code:
+      description: What the last step was about (Fencing, WaitingSafeTime, Recovering, Completed, CleaningUp,
+        UnderMaintenance, Excluded, StoppedByNHC, NodeNotFound, Disabled, Gone).
+      type: str
+    reason:
+      description: The last step's reason, for people.
+      type: str
+    time_assumed_rebooted:
+      description: When the node can be assumed rebooted; nothing is recovered before.
+      type: str
+    safe_time:
+      description: The parts of the safe time, when it was computed in this run.
+      type: dict
+    wait_until:
+      description: When the object has something to do next; null when nothing is pending.
+      type: str
+    changed:
+      description: Whether anything was (or in check mode would be) written for it.
+      type: bool
+    pods_deleted:
+      description: Pods force-deleted (or that would be).
+      type: list
+      elements: str
+    attachments_deleted:
+      description: VolumeAttachments deleted (or that would be).
+      type: list
+      elements: str
+    taints_added:
+      description: Taint keys added to the node.
+      type: list
+      elements: str
+    taints_removed:
+      description: Taint keys removed from the node.
+      type: list
+      elements: str
+    events:
+      description: Events recorded (or that would be).
+      type: list
+      elements: dict
+    steps:
+      description: The steps taken, in order.
+      type: list
+      elements: dict
+  sample:
+    - namespace: nodeops-maintenance
+      name: worker-3
+      node: worker-3
+      strategy: OutOfServiceTaint
+      phase_before: Pre-Reboot-Completed
+      phase: Fencing-Completed
+      code: Completed
+      time_assumed_rebooted: "2026-01-02T03:07:05Z"
+waiting:
+  description: Names (namespace/name) of the objects still waiting for something.
+  returned: always
+  type: list
+  elements: str
+  sample: [nodeops-maintenance/worker-3]
+"""
+
+from datetime import datetime, timezone
+from typing import Any
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import SafeTimeError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import SchedulerInputError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import StrategyError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import RemediationManager
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)  # noqa: UP017
+
+
+def main() -> None:
+    module = K8sModule(
+        argument_spec={
+            "namespace": {"type": "str"},
+            "name": {"type": "str"},
+            "config_namespace": {"type": "str"},
+            "watchdog_timeout": {"type": "float"},
+            "wait_timeout": {"type": "float", "default": 0},
+            "events": {"type": "bool", "default": True},
+        },
+        required_by={"name": "namespace"},
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["wait_timeout"] < 0:
+        module.fail_json(msg="wait_timeout: give 0 or more seconds.")
+    manager = RemediationManager(
+        module.client,
+        _now,
+        check_mode=module.check_mode,
+        emit_events=params["events"],
+        config_namespace=params["config_namespace"],
+        watchdog_timeout=params["watchdog_timeout"],
+    )
+    try:
+        outcomes = manager.run(params["namespace"], params["name"], params["wait_timeout"])
+    except (SafeTimeError, StrategyError, SchedulerInputError) as err:
+        module.fail_json(msg=str(err))
+    except K8sError as exc:
+        module.fail_k8s(exc)
+    result: dict[str, Any] = {
+        "changed": any(o.changed for o in outcomes),
+        "remediations": [o.as_dict() for o in outcomes],
+        "waiting": [f"{o.namespace}/{o.name}" for o in outcomes if o.wait_until is not None and o.phase != "Deleted"],
+    }
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

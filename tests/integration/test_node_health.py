@@ -1,0 +1,263 @@
+"""nodeops.maintenance.node_health end to end: the ansible command, the real API server, kwok nodes.
+
+A kwok node's heartbeat is stopped; the real node-lifecycle controller marks it Ready=Unknown; the
+module creates a SelfNodeRemediation for it only when minHealthy holds, the node is not excluded and
+not under maintenance; when the node heartbeats again the remediation object goes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster import kwok
+from integration.test_crds import RECAP, run_role
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+from support.ansible_cli import BIN, clean_env, run_module
+
+pytestmark = pytest.mark.integration
+
+NHC_GROUP = "remediation.medik8s.io"
+SNR_GROUP = "self-node-remediation.medik8s.io"
+NM_GROUP = "maintenance.nvidia.com"
+VERSION = "v1alpha1"
+EXCLUDE = "remediation.medik8s.io/exclude-from-remediation"
+
+
+def token_auth(cluster: Any) -> dict[str, Any]:
+    return {"host": cluster.server, "api_key": cluster.token, "ca_cert": str(cluster.ca_file)}
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    run_role(cluster, tmp_path_factory.mktemp("health-crds"), {})
+
+
+def template(namespace: str, strategy: str = "ResourceDeletion") -> dict[str, Any]:
+    return {
+        "apiVersion": f"{SNR_GROUP}/{VERSION}",
+        "kind": "SelfNodeRemediationTemplate",
+        "metadata": {"name": "snr-template", "namespace": namespace},
+        "spec": {"template": {"spec": {"remediationStrategy": strategy}}},
+    }
+
+
+def nhc_body(name: str, tag: str, namespace: str, min_healthy: int | str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{NHC_GROUP}/{VERSION}",
+        "kind": "NodeHealthCheck",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"health-test": tag}},
+            "unhealthyConditions": [
+                {"type": "Ready", "status": "Unknown", "duration": "2s"},
+                {"type": "Ready", "status": "False", "duration": "2s"},
+            ],
+            "minHealthy": min_healthy,
+            "remediationTemplate": {
+                "apiVersion": f"{SNR_GROUP}/{VERSION}",
+                "kind": "SelfNodeRemediationTemplate",
+                "namespace": namespace,
+                "name": "snr-template",
+            },
+        },
+    }
+
+
+@pytest.fixture
+def setup(crds: None, api: k8s.ApiClient, namespace: str) -> Iterator[dict[str, Any]]:
+    """Three kwok nodes, one of them with its heartbeat stopped (Ready=Unknown), a template and an NHC."""
+    objs = k8s.CustomObjectsApi(api)
+    tag = uuid.uuid4().hex[:6]
+    names = kwok.add_nodes(api, 3, prefix=f"health-{tag}", labels={"health-test": tag})
+    kwok.wait_nodes_ready(api, names, timeout=60)
+    objs.create_namespaced_custom_object(
+        SNR_GROUP, VERSION, namespace, "selfnoderemediationtemplates", template(namespace)
+    )
+    nhc = f"nhc-{tag}"
+    objs.create_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc_body(nhc, tag, namespace, 3))
+    try:
+        yield {"nodes": names, "nhc": nhc, "namespace": namespace, "objs": objs}
+    finally:
+        try:
+            objs.delete_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+        kwok.delete_nodes(api, names)
+
+
+def snrs(objs: k8s.CustomObjectsApi, namespace: str) -> list[dict[str, Any]]:
+    return objs.list_namespaced_custom_object(SNR_GROUP, VERSION, namespace, "selfnoderemediations")["items"]
+
+
+def test_offline_what_if_needs_no_cluster() -> None:
+    spec = nhc_body("x", "t", "ns", "50%")["spec"]
+    now = "2026-01-02T03:10:00Z"
+
+    def node(name: str, status: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "labels": {"health-test": "t"}},
+            "status": {
+                "conditions": [{"type": "Ready", "status": status, "lastTransitionTime": "2026-01-02T03:00:00Z"}]
+            },
+        }
+
+    run = run_module("node_health", {"spec": spec, "nodes": [node("a", "True"), node("b", "Unknown")], "now": now})
+    assert not run.failed, run.result
+    assert run.result["changed"] is False
+    assert run.result["unhealthy_nodes"] == ["b"]
+    assert run.result["remediated_nodes"] == ["b"]
+    assert (run.result["healthy"], run.result["observed"], run.result["min_healthy"]) == (1, 2, 1)
+
+    three = [node("a", "True"), node("b", "Unknown"), node("c", "Unknown")]
+    run = run_module("node_health", {"spec": spec, "nodes": three, "now": now})
+    assert run.result["remediated_nodes"] == []
+    assert run.result["not_remediated"]["b"]["code"] == "SkippedMinHealthy"
+    assert run.result["min_healthy"] == 2
+
+    bad = run_module("node_health", {"spec": {**spec, "minHealthy": -1}, "nodes": three, "now": now})
+    assert bad.failed and "spec.minHealthy" in bad.result["msg"]
+
+
+def test_dead_node_gets_a_remediation_only_when_allowed(
+    cluster: Any, api: k8s.ApiClient, setup: dict[str, Any]
+) -> None:
+    auth = token_auth(cluster)
+    objs, ns, nhc = setup["objs"], setup["namespace"], setup["nhc"]
+    dead = setup["nodes"][0]
+    kwok.stop_heartbeat(api, dead)
+    kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
+    kwok.wait_until(
+        lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
+        30,
+        "the condition duration to pass",
+    )
+
+    # minHealthy 3 of 3: only 2 healthy, nothing is created
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert not run.failed, run.result
+    assert run.result["remediated_nodes"] == []
+    assert run.result["not_remediated"][dead]["code"] == "SkippedMinHealthy"
+    assert (run.result["healthy"], run.result["min_healthy"], run.result["min_healthy_met"]) == (2, 3, False)
+    assert snrs(objs, ns) == []
+    status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
+    assert (status["observedNodes"], status["healthyNodes"], status["phase"]) == (3, 2, "Enabled")
+    assert [u["name"] for u in status["unhealthyNodes"]] == [dead]
+
+    objs.patch_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc, {"spec": {"minHealthy": 2}})
+
+    # excluded by label
+    core = k8s.CoreV1Api(api)
+    core.patch_node(dead, {"metadata": {"labels": {EXCLUDE: "true"}}})
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert run.result["not_remediated"][dead]["code"] == "SkippedExcluded", run.result
+    assert snrs(objs, ns) == []
+    core.patch_node(dead, {"metadata": {"labels": {EXCLUDE: None}}})
+
+    # under maintenance: a NodeMaintenance in progress
+    nm = {
+        "apiVersion": f"{NM_GROUP}/{VERSION}",
+        "kind": "NodeMaintenance",
+        "metadata": {"name": f"nm-{dead}"},
+        "spec": {"requestorID": "health.example.com", "nodeName": dead},
+    }
+    objs.create_namespaced_custom_object(NM_GROUP, VERSION, ns, "nodemaintenances", nm)
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "Draining",
+        "message": "",
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    objs.patch_namespaced_custom_object_status(
+        NM_GROUP, VERSION, ns, "nodemaintenances", nm["metadata"]["name"], {"status": {"conditions": [condition]}}
+    )
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert run.result["not_remediated"][dead]["code"] == "SkippedMaintenance", run.result
+    assert snrs(objs, ns) == []
+    objs.delete_namespaced_custom_object(NM_GROUP, VERSION, ns, "nodemaintenances", nm["metadata"]["name"])
+
+    # check mode says what it would do and writes nothing
+    check = run_module("node_health", {**auth, "name": nhc}, check=True)
+    assert check.result["remediated_nodes"] == [dead] and check.result["changed"] is True
+    assert snrs(objs, ns) == []
+
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert not run.failed, run.result
+    assert run.result["remediated_nodes"] == [dead]
+    assert run.result["changed"] is True
+    [snr] = snrs(objs, ns)
+    meta = snr["metadata"]
+    assert meta["name"] == dead
+    assert meta["annotations"]["remediation.medik8s.io/node-name"] == dead
+    assert meta["annotations"]["remediation.medik8s.io/template-name"] == "snr-template"
+    assert meta["labels"]["app.kubernetes.io/part-of"] == "node-healthcheck-controller"
+    assert [(o["kind"], o["name"]) for o in meta["ownerReferences"]] == [("NodeHealthCheck", nhc)]
+    assert snr["spec"]["remediationStrategy"] == "ResourceDeletion"
+    status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
+    assert status["phase"] == "Remediating"
+    assert status["inFlightRemediations"] == {dead: meta["creationTimestamp"]}
+    assert status["unhealthyNodes"][0]["remediations"][0]["resource"]["name"] == dead
+    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={nhc}").items
+    assert {"RemediationCreated", "RemediationSkipped"} <= {e.reason for e in events}
+
+    again = run_module("node_health", {**auth, "name": nhc})
+    assert again.result["changed"] is False, again.result
+    assert again.result["decisions"][0]["code"] == "Remediating"
+
+    # heartbeat back: the remediation object goes (healthyDelay 0)
+    kwok.start_heartbeat(api, dead)
+    kwok.wait_node_ready_status(api, dead, "True", timeout=60)
+    back = run_module("node_health", {**auth, "name": nhc})
+    assert [d["name"] for d in back.result["deleted"]] == [dead], back.result
+    assert snrs(objs, ns) == []
+    final = run_module("node_health", {**auth, "name": nhc})
+    assert final.result["healthy"] == 3 and final.result["phase"] == "Enabled", final.result
+    status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
+    assert (status["healthyNodes"], status["phase"], status["unhealthyNodes"]) == (3, "Enabled", [])
+
+
+def test_unknown_nhc_fails_clearly(cluster: Any, crds: None, tmp_path: Path) -> None:
+    run = run_module("node_health", {**token_auth(cluster), "name": "no-such-nhc"})
+    assert run.failed
+    assert "NodeHealthCheck 'no-such-nhc' does not exist" in run.result["msg"]
+
+
+def test_remediate_playbook_loop_mode(cluster: Any, setup: dict[str, Any]) -> None:
+    """playbooks/remediate.yml through ansible-playbook: two passes, the NodeHealthCheck status written."""
+    playbook = Path(__file__).resolve().parents[2] / "playbooks" / "remediate.yml"
+    extra = {
+        "remediate_nhc_name": setup["nhc"],
+        "remediate_namespace": setup["namespace"],
+        "remediate_count": 2,
+        "remediate_interval": 0,
+    }
+    cmd = [str(BIN / "ansible-playbook"), "-i", "localhost,", str(playbook), "-e", json.dumps(extra)]
+    env = clean_env(
+        {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "K8S_AUTH_KUBECONFIG": str(cluster.kubeconfig)}
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.stdout.count("TASK [Evaluate the NodeHealthCheck]") == 2
+    recap = RECAP.search(proc.stdout)
+    assert recap and recap.group(4) == "0", proc.stdout
+    status = setup["objs"].get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", setup["nhc"])["status"]
+    assert (status["observedNodes"], status["healthyNodes"], status["phase"]) == (3, 3, "Enabled")
+
+    missing = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert missing.returncode != 0 and "Set remediate_nhc_name" in missing.stdout

@@ -1,0 +1,261 @@
+"""core/remediation.py: the Self Node Remediation manager's steps, with time as a parameter."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import (
+    FENCING_COMPLETED,
+    FINALIZER,
+    NO_SCHEDULE_TAINT_KEY,
+    OUT_OF_SERVICE_TAINT_KEY,
+    PRE_REBOOT_COMPLETED,
+    REBOOT_COMPLETED,
+    Code,
+    Step,
+    no_schedule_taint,
+    plan_step,
+    taints_after,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+UTC = timezone.utc  # noqa: UP017
+T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
+SAFE = 180.0
+RD, OOS = "ResourceDeletion", "OutOfServiceTaint"
+
+
+def node(name: str = "w1", taints: tuple[str, ...] = (), ready: str = "Unknown", **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {"taints": [{"key": k, "effect": "NoSchedule"} for k in taints]},
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def snr(
+    phase: str | None = None,
+    assumed: datetime | None = None,
+    deleting: bool = False,
+    finalizer: bool = True,
+    **ann: str,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "w1", "namespace": "ns", "annotations": dict(ann)}
+    if phase:
+        meta["finalizers"] = [FINALIZER] if finalizer else []
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-02T03:00:00Z"
+    status: dict[str, Any] = {}
+    if phase:
+        status["phase"] = phase
+    if assumed:
+        status["timeAssumedRebooted"] = assumed.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": meta, "spec": {"remediationStrategy": "Automatic"}, "status": status}
+
+
+POD = {"metadata": {"namespace": "app", "name": "db-0"}}
+TERMINATING = {"metadata": {"namespace": "app", "name": "web-1", "deletionTimestamp": "2026-01-02T03:04:00Z"}}
+VA = {"metadata": {"name": "va-1"}, "spec": {"nodeName": "w1"}}
+
+
+def test_first_step_taints_adds_the_finalizer_and_records_the_safe_time() -> None:
+    step = plan_step(snr(), node(), T0, SAFE, RD, pods=[POD])
+    assert step.code == Code.FENCING
+    assert step.add_finalizer
+    assert step.taints_to_add == [no_schedule_taint()]
+    assert not step.pods_to_delete
+    assert step.status is not None
+    assert step.status["phase"] == PRE_REBOOT_COMPLETED
+    assert step.status["timeAssumedRebooted"] == "2026-01-02T03:03:00Z"
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in step.status["conditions"]}
+    assert conditions == {"Processing": ("True", "RemediationStarted"), "Succeeded": ("Unknown", "RemediationStarted")}
+    assert step.wait_until == T0 + timedelta(seconds=SAFE)
+    assert [e[1] for e in step.events] == ["RemediationStarted"]
+
+
+@given(
+    st.sampled_from([None, PRE_REBOOT_COMPLETED, REBOOT_COMPLETED]),
+    st.floats(min_value=0, max_value=SAFE - 0.001),
+    st.sampled_from([RD, OOS]),
+    st.booleans(),
+)
+def test_nothing_is_recovered_before_the_safe_time(
+    phase: str | None, elapsed: float, strategy: str, dying: bool
+) -> None:
+    """No pod deleted, no VolumeAttachment deleted, no out-of-service taint before timeAssumedRebooted."""
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(phase, assumed if phase else None, deleting=dying and phase is not None)
+    step = plan_step(
+        obj, node(), T0 + timedelta(seconds=elapsed), SAFE, strategy, pods=[POD, TERMINATING], attachments=[VA]
+    )
+    assert not step.pods_to_delete
+    assert not step.attachments_to_delete
+    assert OUT_OF_SERVICE_TAINT_KEY not in [t["key"] for t in step.taints_to_add]
+    if step.status is not None:
+        assert step.status.get("phase") in (None, PRE_REBOOT_COMPLETED)
+
+
+@given(
+    st.sampled_from([None, PRE_REBOOT_COMPLETED, REBOOT_COMPLETED, FENCING_COMPLETED]),
+    st.floats(min_value=0, max_value=10 * SAFE),
+    st.sampled_from([RD, OOS]),
+)
+def test_a_node_under_maintenance_is_never_touched(phase: str | None, elapsed: float, strategy: str) -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    step = plan_step(
+        snr(phase, assumed if phase else None),
+        node(taints=(OUT_OF_SERVICE_TAINT_KEY,), ready="True"),
+        T0 + timedelta(seconds=elapsed),
+        SAFE,
+        strategy,
+        under_maintenance=True,
+        pods=[POD],
+        attachments=[VA],
+    )
+    assert step.code == Code.MAINTENANCE
+    assert not step.writes
+
+
+def test_excluded_node_is_skipped() -> None:
+    step = plan_step(snr(), node(**{"remediation.medik8s.io/exclude-from-remediation": "true"}), T0, SAFE, RD)
+    assert step.code == Code.EXCLUDED and not step.writes
+    assert [e[1] for e in step.events] == ["RemediationSkipped"]
+
+
+def test_waiting_then_reboot_completed_at_the_safe_time() -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(PRE_REBOOT_COMPLETED, assumed)
+    tainted = node(taints=(NO_SCHEDULE_TAINT_KEY,))
+    wait = plan_step(obj, tainted, assumed - timedelta(seconds=1), SAFE, RD)
+    assert wait.code == Code.WAITING_SAFE_TIME and wait.wait_until == assumed
+    assert wait.status is not None  # the conditions are set once
+    go = plan_step(obj, tainted, assumed, SAFE, RD)
+    assert go.status is not None and go.status["phase"] == REBOOT_COMPLETED
+
+
+def test_resource_deletion_deletes_pods_and_attachments_then_completes() -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(REBOOT_COMPLETED, assumed)
+    later = assumed + timedelta(seconds=1)
+    step = plan_step(
+        obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, RD, pods=[POD, TERMINATING], attachments=[VA]
+    )
+    assert step.pods_to_delete == [("app", "db-0"), ("app", "web-1")]
+    assert step.attachments_to_delete == ["va-1"]
+    assert step.status is None
+    done = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, RD)
+    assert done.code == Code.COMPLETED
+    assert done.status is not None and done.status["phase"] == FENCING_COMPLETED
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in done.status["conditions"]}
+    assert conditions["Succeeded"] == ("True", "RemediationFinishedSuccessfully")
+    assert conditions["Processing"] == ("False", "RemediationFinishedSuccessfully")
+
+
+def test_out_of_service_taint_flow() -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(REBOOT_COMPLETED, assumed)
+    later = assumed + timedelta(seconds=1)
+    first = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, OOS, pods=[POD], attachments=[VA])
+    assert [t["key"] for t in first.taints_to_add] == [OUT_OF_SERVICE_TAINT_KEY]
+    assert first.taints_to_add[0]["value"] == "nodeshutdown" and first.taints_to_add[0]["effect"] == "NoExecute"
+    assert not first.pods_to_delete
+    tainted = node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY))
+    waiting = plan_step(obj, tainted, later, SAFE, OOS, pods=[POD], attachments=[VA])
+    assert not waiting.writes and waiting.wait_until is not None  # the taint evicts it
+    evicted = plan_step(obj, tainted, later, SAFE, OOS, pods=[POD, TERMINATING], attachments=[VA])
+    assert evicted.pods_to_delete == [("app", "web-1")]  # finished as the pod GC would
+    assert not evicted.attachments_to_delete
+    detach = plan_step(obj, tainted, later, SAFE, OOS, attachments=[VA])
+    assert detach.attachments_to_delete == ["va-1"]
+    done = plan_step(obj, tainted, later, SAFE, OOS)
+    assert done.status is not None and done.status["phase"] == FENCING_COMPLETED
+    assert not done.taints_to_remove  # the node is not back yet
+
+    completed = snr(FENCING_COMPLETED, assumed)
+    dead = plan_step(completed, tainted, later, SAFE, OOS)
+    assert not dead.writes
+    back = node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY), ready="True")
+    removed = plan_step(completed, back, later, SAFE, OOS)
+    assert removed.taints_to_remove == [OUT_OF_SERVICE_TAINT_KEY]
+
+
+def test_deleted_object_cleans_up_after_fencing() -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(FENCING_COMPLETED, assumed, deleting=True)
+    step = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY)), assumed, SAFE, OOS)
+    assert step.code == Code.CLEANING_UP
+    assert step.taints_to_remove == [OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY]
+    assert step.remove_finalizer
+    assert [e[1] for e in step.events] == ["RemediationFinished"]
+
+
+def test_deleted_mid_fencing_completes_the_phases_first() -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(PRE_REBOOT_COMPLETED, assumed, deleting=True)
+    step = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), T0, SAFE, RD)
+    assert step.code == Code.WAITING_SAFE_TIME and not step.remove_finalizer
+
+
+def test_out_of_service_expiry_for_a_deleted_object() -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(REBOOT_COMPLETED, assumed, deleting=True)
+    tainted = node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY))
+    early = plan_step(obj, tainted, assumed + timedelta(seconds=30), SAFE, OOS, pods=[TERMINATING])
+    assert not early.taints_to_remove
+    late = plan_step(obj, tainted, assumed + timedelta(seconds=61), SAFE, OOS, pods=[TERMINATING])
+    assert late.taints_to_remove == [OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY]
+    assert "OutOfServiceTimestampExpired" in [e[1] for e in late.events]
+
+
+def test_timed_out_by_nhc_stops() -> None:
+    obj = snr(PRE_REBOOT_COMPLETED, T0, **{"remediation.medik8s.io/nhc-timed-out": "2026-01-02T03:00:00Z"})
+    step = plan_step(obj, node(), T0, SAFE, RD, pods=[POD])
+    assert step.code == Code.STOPPED and step.status is not None
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in step.status["conditions"]}
+    assert conditions["Succeeded"] == ("False", "RemediationTimeoutByNHC")
+    assert not step.pods_to_delete
+
+
+def test_node_not_found_and_config_missing() -> None:
+    missing = plan_step(snr(), None, T0, SAFE, RD)
+    assert missing.code == Code.NODE_NOT_FOUND and missing.status is not None
+    assert [e[:2] for e in missing.events] == [("Warning", "RemediationCannotStart")]
+    disabled = plan_step(snr(), node(), T0, SAFE, RD, config_found=False)
+    assert disabled.code == Code.DISABLED and not disabled.taints_to_add
+    assert disabled.status is not None
+    assert disabled.status["conditions"][0]["reason"] == "ConfigurationNotFound"
+
+
+def test_status_is_unchanged_when_nothing_differs() -> None:
+    assumed = T0 + timedelta(seconds=SAFE)
+    obj = snr(PRE_REBOOT_COMPLETED, assumed)
+    first = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), T0, SAFE, RD)
+    assert first.status is not None
+    obj["status"] = first.status
+    second = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), T0 + timedelta(seconds=5), SAFE, RD)
+    assert second.status is None and not second.writes
+
+
+@pytest.mark.parametrize(
+    ("before", "add", "remove", "after"),
+    [
+        ((), [no_schedule_taint()], [], [NO_SCHEDULE_TAINT_KEY]),
+        ((NO_SCHEDULE_TAINT_KEY,), [no_schedule_taint()], [], None),
+        (("a", NO_SCHEDULE_TAINT_KEY), [], [NO_SCHEDULE_TAINT_KEY], ["a"]),
+    ],
+)
+def test_taints_after(
+    before: tuple[str, ...], add: list[dict[str, Any]], remove: list[str], after: list[str] | None
+) -> None:
+    step = Step("x", "y", taints_to_add=add, taints_to_remove=remove)
+    result = taints_after(node(taints=before), step)
+    assert (None if result is None else [t["key"] for t in result]) == after
+
+
+def test_the_recorded_time_is_rounded_up_never_down() -> None:
+    step = plan_step(snr(), node(), T0 + timedelta(microseconds=1), SAFE, RD)
+    assert step.status is not None
+    assert step.status["timeAssumedRebooted"] == "2026-01-02T03:03:01Z"

@@ -1,0 +1,131 @@
+"""engines/remediation.py with a fake client: the steps of a pass, check mode, the safe time's inputs."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import (
+    FINALIZER,
+    NO_SCHEDULE_TAINT_KEY,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import RemediationManager
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound
+
+UTC = timezone.utc  # noqa: UP017
+T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
+
+
+class FakeClient:
+    """Objects by (plural, namespace, name); records every write."""
+
+    def __init__(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
+        self.store: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for plural, obj in objects:
+            meta = obj["metadata"]
+            self.store[(plural, meta.get("namespace", ""), meta["name"])] = obj
+        self.writes: list[tuple[str, str, str]] = []
+
+    def server_version(self) -> dict[str, Any]:
+        return {"gitVersion": "v1.36.3"}
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        key = (res.plural, namespace or "", name)
+        if key not in self.store:
+            raise NotFound(f"{res.plural} {name} not found", 404)
+        return copy.deepcopy(self.store[key])
+
+    def list(self, res: Resource, namespace: str | None = None, label_selector: str | None = None, **_: Any) -> Any:
+        items = [
+            copy.deepcopy(o)
+            for (plural, ns, _name), o in self.store.items()
+            if plural == res.plural and (namespace is None or ns == namespace)
+        ]
+        if label_selector:
+            items = [o for o in items if label_selector in (o["metadata"].get("labels") or {})]
+        return {"items": items}
+
+    def replace(self, res: Resource, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        meta = body["metadata"]
+        key = (res.plural, meta.get("namespace", ""), meta["name"])
+        self.store[key] = copy.deepcopy(body)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self.store[key]  # as the API server does
+        self.writes.append(("replace" + (f"/{subresource}" if subresource else ""), res.plural, meta["name"]))
+        return copy.deepcopy(body)
+
+    def delete_pod(self, name: str, namespace: str, grace_period: int | None = None) -> None:
+        self.store.pop(("pods", namespace, name))
+        self.writes.append(("delete", "pods", name))
+
+    def delete(self, res: Resource, name: str, namespace: str | None = None, **_: Any) -> None:
+        self.store.pop((res.plural, namespace or "", name))
+        self.writes.append(("delete", res.plural, name))
+
+    def create_event(self, involved: dict[str, Any], reason: str, message: str, event_type: str = "Normal") -> None:
+        self.writes.append(("event", reason, involved["metadata"]["name"]))
+
+
+def objects() -> list[tuple[str, dict[str, Any]]]:
+    worker = {"node-role.kubernetes.io/worker": ""}
+    return [
+        (
+            "nodes",
+            {
+                "metadata": {
+                    "name": "w1",
+                    "labels": worker,
+                    "annotations": {"self-node-remediation.medik8s.io/watchdog-timeout": "10"},
+                },
+                "spec": {},
+                "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]},
+            },
+        ),
+        ("nodes", {"metadata": {"name": "w2", "labels": worker}, "spec": {}}),
+        ("selfnoderemediationconfigs", {"metadata": {"name": "self-node-remediation-config", "namespace": "ops"}}),
+        (
+            "selfnoderemediations",
+            {"metadata": {"name": "w1", "namespace": "ops"}, "spec": {"remediationStrategy": "ResourceDeletion"}},
+        ),
+        ("pods", {"metadata": {"name": "db-0", "namespace": "app"}, "spec": {"nodeName": "w1"}}),
+        ("volumeattachments", {"metadata": {"name": "va-1"}, "spec": {"nodeName": "w1"}}),
+    ]
+
+
+def test_check_mode_writes_nothing() -> None:
+    fake = FakeClient(objects())
+    manager = RemediationManager(fake, lambda: T0, check_mode=True)  # type: ignore[arg-type]
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert fake.writes == []
+    assert outcome.changed and outcome.taints_added == [NO_SCHEDULE_TAINT_KEY]
+    assert outcome.safe_time is not None and outcome.safe_time["effective_seconds"] == 130  # 2 workers, watchdog 10
+
+
+def test_a_pass_fences_then_a_later_one_recovers() -> None:
+    fake = FakeClient(objects())
+    clock = [T0]
+    manager = RemediationManager(fake, lambda: clock[0])  # type: ignore[arg-type]
+    [first] = manager.run("ops", None, wait_timeout=0)
+    assert first.phase == "Pre-Reboot-Completed" and first.time_assumed_rebooted == "2026-01-02T03:02:10Z"
+    snr = fake.store[("selfnoderemediations", "ops", "w1")]
+    assert FINALIZER in snr["metadata"]["finalizers"]
+    assert [t["key"] for t in fake.store[("nodes", "", "w1")]["spec"]["taints"]] == [NO_SCHEDULE_TAINT_KEY]
+    assert ("pods", "app", "db-0") in fake.store
+
+    clock[0] = T0 + timedelta(seconds=129)
+    [early] = manager.run("ops", None, wait_timeout=0)
+    assert early.code == "WaitingSafeTime" and ("pods", "app", "db-0") in fake.store
+
+    clock[0] = T0 + timedelta(seconds=130)
+    [done] = manager.run("ops", None, wait_timeout=0)
+    assert done.phase == "Fencing-Completed"
+    assert done.pods_deleted == ["app/db-0"] and done.attachments_deleted == ["va-1"]
+    assert ("pods", "app", "db-0") not in fake.store
+
+    snr = fake.store[("selfnoderemediations", "ops", "w1")]
+    snr["metadata"]["deletionTimestamp"] = "2026-01-02T03:10:00Z"
+    [gone] = manager.run("ops", None, wait_timeout=0)
+    assert gone.phase == "Deleted"
+    assert not fake.store[("nodes", "", "w1")]["spec"]["taints"]
