@@ -48,11 +48,12 @@ lint: venv
 
 unit: venv
 	@echo "== unit tests"
-	$(BIN)/python -m pytest tests/unit -q
+	$(BIN)/python -m pytest tests/unit -q -n 2
 
 integration: venv binaries
 	@echo "== integration tests against the real control plane"
-	$(BIN)/python -m pytest tests/integration -q
+	# two workers, each with its own control plane; a test file stays on one worker
+	$(BIN)/python -m pytest tests/integration -q -n 2 --dist loadfile
 
 sanity: venv
 	@echo "== ansible-test sanity (ansible-core $(ANSIBLE_VERSION), Python 3.11)"
