@@ -199,19 +199,27 @@ def test_parallel_calls_share_the_pool(fake: Callable[[Handler], FakeApi]) -> No
     active = 0
     peak = 0
     lock = threading.Lock()
+    # Calls wait here until 8 are in flight at once: a pool that allowed fewer would time out
+    # (no timing luck involved), one that allowed more would raise the peak above 8.
+    barrier = threading.Barrier(8, timeout=10)
+    broken: list[bool] = []
 
     def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
         nonlocal active, peak
         with lock:
             active += 1
             peak = max(peak, active)
-        time.sleep(0.1)
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            broken.append(True)
         with lock:
             active -= 1
         reply(req, 200, {"kind": "PodDisruptionBudgetList", "items": []})
 
     client = fake(handler).client(pool_size=8)
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=16) as pool:
         results = list(pool.map(lambda _: client.list(PDBS, "ns"), range(16)))
     assert all(r["items"] == [] for r in results)
+    assert not broken, "8 calls were never in flight at once"
     assert peak == 8, "the pool allows as many calls in flight as it has connections"

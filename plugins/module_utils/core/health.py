@@ -28,13 +28,13 @@ deleted (negative: until the node is annotated ``remediation.medik8s.io/manually
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import nodes as _nodes
+from . import rfc3339
 from .duration import DurationError, parse_duration
 from .intorpercent import IntOrPercentError, parse, scaled
 from .labelselector import SelectorError, matches, validate
@@ -247,24 +247,13 @@ class Evaluation:
 # -- small readers ----------------------------------------------------------------------------
 def parse_time(value: object, field: str) -> datetime:
     """An RFC 3339 timestamp (``2026-01-02T03:04:05Z``, fractions and offsets allowed) as aware UTC."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str):
+    moment = rfc3339.parse(value)
+    if moment is None:
         raise HealthSpecError(f"{field}: {value!r} is not a timestamp such as '2026-01-02T03:04:05Z'.")
-    text = value.strip()
-    match = re.match(r"^(\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?$", text)
-    if not match:
-        raise HealthSpecError(f"{field}: {value!r} is not a timestamp such as '2026-01-02T03:04:05Z'.")
-    base, fraction, zone = match.groups()
-    micro = (fraction or ".0")[1:7].ljust(6, "0")
-    zone = "+00:00" if zone in (None, "Z", "z") else zone
-    stamp = datetime.fromisoformat(f"{base.replace('t', 'T').replace(' ', 'T')}.{micro}{zone}")
-    return stamp.astimezone(UTC)
+    return moment
 
 
-def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with a Z, as Kubernetes writes it."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+format_time = rfc3339.format_time
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import rfc3339 as _rfc3339
 from .scheduler import FINALIZER, INITIAL_UNSCHEDULABLE_ANNOTATION
 
 PHASE_PENDING = "Pending"
@@ -182,23 +183,12 @@ class NodeMaintenanceView:
 # -- time ----------------------------------------------------------------------------------------
 def rfc3339(seconds: float) -> str:
     """UTC, whole seconds, as the operator writes its annotations."""
-    return datetime.datetime.fromtimestamp(int(seconds), _UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339.format_time(seconds)
 
 
 def parse_time(value: str | None) -> float | None:
     """Seconds since the epoch of an RFC 3339 time; None when missing or unparseable."""
-    if not value:
-        return None
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_UTC)
-    return moment.timestamp()
+    return _rfc3339.to_epoch(value)
 
 
 # -- the node -------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from . import rfc3339
 from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
 
 # Answers of a peer (upstream's HealthCheckResponse values).
@@ -245,13 +246,7 @@ def peer_answer(remediations: Iterable[Mapping[str, Any]], asker: str) -> int:
 
 
 def _created(item: Mapping[str, Any]) -> datetime | None:
-    text = (item.get("metadata") or {}).get("creationTimestamp")
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return rfc3339.parse((item.get("metadata") or {}).get("creationTimestamp"))
 
 
 def remediation_to_act_on(

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from . import rfc3339
 from .intorpercent import parse, scaled
 
 _T = TypeVar("_T")
@@ -657,17 +658,11 @@ def _epoch(value: Any, what: str, field: str) -> int:
     cached = _EPOCH_CACHE.get(value)
     if cached is not None:
         return cached
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
+    moment = rfc3339.parse(value)
+    if moment is None:
         raise SchedulerInputError(
             f"{what}: {field}: {value!r} is not an RFC 3339 timestamp such as 2026-01-31T12:00:00Z."
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_UTC)
+        )
     seconds = math.floor(moment.timestamp())
     if len(_EPOCH_CACHE) < 65536:
         _EPOCH_CACHE[value] = seconds
