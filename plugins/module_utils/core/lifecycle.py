@@ -24,7 +24,6 @@ writes it.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,9 +68,6 @@ NEED_DRAIN = "drain"  # run a drain pass
 
 DEFAULT_DRAIN_TIMEOUT = 300
 DEFAULT_MAX_MAINTENANCE_SECONDS = 3600
-
-# datetime.UTC needs Python 3.11; the core stays importable on 3.9.
-_UTC = datetime.timezone.utc  # noqa: UP017
 
 
 @dataclass(frozen=True)

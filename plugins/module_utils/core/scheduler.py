@@ -641,8 +641,6 @@ def _list(value: Any, what: str) -> list[Any]:
     return list(value)
 
 
-# datetime.UTC needs Python 3.11; the core stays importable on 3.9.
-_UTC = datetime.timezone.utc  # noqa: UP017
 _EPOCH_CACHE: dict[str, int] = {}
 
 
@@ -650,20 +648,17 @@ def _epoch(value: Any, what: str, field: str) -> int:
     """An RFC 3339 timestamp (or a datetime, as YAML loaders give) in whole seconds since the epoch."""
     if value is None or value == "":
         return 0
-    if isinstance(value, datetime.datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=_UTC)
-        return math.floor(moment.timestamp())
-    if not isinstance(value, str):
+    if not isinstance(value, (str, datetime.datetime)):
         raise SchedulerInputError(f"{what}: {field} must be an RFC 3339 timestamp such as 2026-01-31T12:00:00Z.")
-    cached = _EPOCH_CACHE.get(value)
+    cached = _EPOCH_CACHE.get(value) if isinstance(value, str) else None
     if cached is not None:
         return cached
-    moment = rfc3339.parse(value)
+    moment = rfc3339.parse(value)  # a datetime (as YAML loaders give) comes back as it is, made aware
     if moment is None:
         raise SchedulerInputError(
             f"{what}: {field}: {value!r} is not an RFC 3339 timestamp such as 2026-01-31T12:00:00Z."
         )
     seconds = math.floor(moment.timestamp())
-    if len(_EPOCH_CACHE) < 65536:
+    if isinstance(value, str) and len(_EPOCH_CACHE) < 65536:
         _EPOCH_CACHE[value] = seconds
     return seconds
