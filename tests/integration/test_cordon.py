@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -133,14 +132,11 @@ def running_pods_by_node(core: k8s.CoreV1Api, namespace: str, selector: str) -> 
 
 
 def wait_running(core: k8s.CoreV1Api, namespace: str, selector: str, count: int, timeout: float = 60) -> dict[str, int]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def enough() -> dict[str, int] | None:
         counts = running_pods_by_node(core, namespace, selector)
-        if sum(counts.values()) >= count:
-            return counts
-        if time.monotonic() > deadline:
-            raise AssertionError(f"only {counts} of {count} pods Running after {timeout}s")
-        time.sleep(0.5)
+        return counts if sum(counts.values()) >= count else None
+
+    return kwok.wait_until(enough, timeout, f"{count} Running pods of {selector}")
 
 
 def test_scale_up_avoids_a_cordoned_node(cluster: Any, api: k8s.ApiClient, nodes: list[str], namespace: str) -> None:
