@@ -306,3 +306,28 @@ def test_api_lost_with_a_healthy_peer_does_not_fence_and_isolated_does(
 
 
 # -- footprint -----------------------------------------------------------------------------------------------
+
+
+def test_the_role_ships_every_core_file_the_agent_imports() -> None:
+    """The role copies a fixed list of core files: it must hold everything they import from each other."""
+    import ast
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    core = root / "plugins" / "module_utils" / "core"
+    shipped = set(
+        yaml.safe_load((root / "roles" / "node_agent" / "vars" / "main.yml").read_text())["node_agent_core_files"]
+    )
+    needed: set[str] = set()
+    todo = [f for f in shipped if f != "__init__.py"]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        for node in ast.walk(ast.parse((core / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                modules = [node.module] if node.module else [alias.name for alias in node.names]
+                todo.extend(f"{module}.py" for module in modules)
+    assert needed <= shipped, f"add to node_agent_core_files: {sorted(needed - shipped)}"
