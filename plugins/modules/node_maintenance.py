@@ -26,6 +26,7 @@ description:
     are conditional and retried after a re-read when another writer came first.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.request_options
   - nodeops.maintenance.attributes
 attributes:
   check_mode:
@@ -59,55 +60,6 @@ options:
     description:
       - Objects are named C(<name_prefix>-<node>). By default the prefix is O(requestor).
     type: str
-  cordon:
-    description: Whether the node is cordoned during the maintenance (C(spec.cordon)).
-    type: bool
-    default: true
-  wait_for_pod_completion:
-    description:
-      - Wait for the pods matching O(wait_for_pod_completion.pod_selector) to finish before the drain
-        (C(spec.waitForPodCompletion)). Omit it to skip the step.
-    type: dict
-    suboptions:
-      pod_selector:
-        description: Label selector of the pods; empty selects every pod on the node.
-        type: str
-        default: ""
-      timeout_seconds:
-        description: After this many seconds the drain starts anyway; 0 waits for ever.
-        type: int
-        default: 0
-  drain_spec:
-    description:
-      - How to drain the node (C(spec.drainSpec)). Omit it to not drain.
-    type: dict
-    suboptions:
-      force:
-        description: Also evict pods without a controller.
-        type: bool
-        default: false
-      delete_emptydir_data:
-        description: Also evict pods with emptyDir volumes.
-        type: bool
-        default: false
-        aliases: [delete_empty_dir]
-      pod_selector:
-        description: Only pods matching this label selector are drained.
-        type: str
-        default: ""
-      timeout_seconds:
-        description: Timeout of one drain attempt; a new attempt follows. 0 means no timeout.
-        type: int
-        default: 300
-      pod_eviction_filters:
-        description: Only pods with a container that requests a resource matching one of these are evicted.
-        type: list
-        elements: dict
-        suboptions:
-          by_resource_name_regex:
-            description: Regular expression matched against the requested resource names.
-            type: str
-            required: true
   wait:
     description: Wait until every request is Ready (O(state=present)) or released (O(state=absent)).
     type: bool
@@ -192,7 +144,6 @@ node_maintenances:
     - {node: gpu-07, name: default/upgrades.example.com-gpu-07, action: created, phase: Ready, conditions: []}
 """
 
-import re
 from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
@@ -203,12 +154,14 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
     ABSENT,
     DELETING,
+    REQUEST_ARGUMENT_SPEC,
     UNCHANGED,
     RequestError,
     Requests,
     RequestSpec,
     is_gone,
     is_ready,
+    nm_spec,
     why_not_ready,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
@@ -220,68 +173,13 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     "namespace": {"type": "str", "default": "default"},
     "name_prefix": {"type": "str"},
-    "cordon": {"type": "bool", "default": True},
-    "wait_for_pod_completion": {
-        "type": "dict",
-        "options": {
-            "pod_selector": {"type": "str", "default": ""},
-            "timeout_seconds": {"type": "int", "default": 0},
-        },
-    },
-    "drain_spec": {
-        "type": "dict",
-        "options": {
-            "force": {"type": "bool", "default": False},
-            "delete_emptydir_data": {"type": "bool", "default": False, "aliases": ["delete_empty_dir"]},
-            "pod_selector": {"type": "str", "default": ""},
-            "timeout_seconds": {"type": "int", "default": 300},
-            "pod_eviction_filters": {
-                "type": "list",
-                "elements": "dict",
-                "options": {"by_resource_name_regex": {"type": "str", "required": True}},
-            },
-        },
-    },
+    **REQUEST_ARGUMENT_SPEC,
     "wait": {"type": "bool", "default": False},
     "wait_timeout": {"type": "float", "default": 600},
     "engine": {"type": "str", "choices": ["builtin", "operator"], "default": "builtin"},
     "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
     "step_timeout": {"type": "float", "default": 20},
 }
-
-
-def nm_spec(p: dict[str, Any]) -> dict[str, Any]:
-    """The NodeMaintenance spec fields from the options (the CRD's names)."""
-    spec: dict[str, Any] = {"cordon": p["cordon"]}
-    wait = p["wait_for_pod_completion"]
-    if wait is not None:
-        if wait["timeout_seconds"] < 0:
-            raise ValueError("wait_for_pod_completion.timeout_seconds must be 0 or more.")
-        spec["waitForPodCompletion"] = {"podSelector": wait["pod_selector"], "timeoutSeconds": wait["timeout_seconds"]}
-    drain = p["drain_spec"]
-    if drain is not None:
-        if drain["timeout_seconds"] < 0:
-            raise ValueError("drain_spec.timeout_seconds must be 0 or more.")
-        out: dict[str, Any] = {
-            "force": drain["force"],
-            "deleteEmptyDir": drain["delete_emptydir_data"],
-            "podSelector": drain["pod_selector"],
-            "timeoutSeconds": drain["timeout_seconds"],
-        }
-        if drain["pod_eviction_filters"]:
-            for index, entry in enumerate(drain["pod_eviction_filters"]):
-                try:
-                    re.compile(entry["by_resource_name_regex"])
-                except re.error as exc:
-                    raise ValueError(
-                        f"drain_spec.pod_eviction_filters[{index}].by_resource_name_regex is not a valid "
-                        f"regular expression: {exc}."
-                    ) from None
-            out["podEvictionFilters"] = [
-                {"byResourceNameRegex": e["by_resource_name_regex"]} for e in drain["pod_eviction_filters"]
-            ]
-        spec["drainSpec"] = out
-    return spec
 
 
 def main() -> None:

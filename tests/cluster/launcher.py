@@ -72,6 +72,11 @@ START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedu
 DEFAULT_WORKDIR = "/tmp/nodeops-cluster"
 POLL_INTERVAL = 0.2
 
+# A node with this annotation (an RFC 3339 time) goes through a simulated reboot: Ready=False at once,
+# then at that time a new bootID, the annotation removed, and Ready again. kwok does it, so a reboot
+# finishes even when whoever started it is gone (playbooks/maintenance/simulated_reboot.yml).
+REBOOT_ANNOTATION = "maintenance.nodeops.io/simulated-reboot-until"
+
 # The kwok stages: our own, minimal lifecycle for nodes and pods. A node that is not Ready
 # is made Ready once; after that its health is carried by the node Lease that kwok renews
 # (like a kubelet, which posts its status rarely and renews its lease often). Scheduled
@@ -91,6 +96,8 @@ spec:
     - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
       operator: NotIn
       values: ["True"]
+    - key: '.metadata.annotations["@REBOOT_ANNOTATION@"]'
+      operator: DoesNotExist
   next:
     statusTemplate: |
       {{ $now := Now }}
@@ -122,6 +129,67 @@ spec:
         machineID: {{ or $info.machineID "" | Quote }}
         systemUUID: {{ or $info.systemUUID "" | Quote }}
         bootID: {{ or $info.bootID "" | Quote }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: nodeops-node-reboot-start
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.metadata.annotations["@REBOOT_ANNOTATION@"]'
+      operator: Exists
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: In
+      values: ["True"]
+  next:
+    patches:
+    - subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        conditions:
+        - type: Ready
+          status: "False"
+          reason: KubeletNotReady
+          message: simulated reboot
+          lastHeartbeatTime: {{ $now | Quote }}
+          lastTransitionTime: {{ $now | Quote }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: nodeops-node-reboot-end
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.metadata.annotations["@REBOOT_ANNOTATION@"]'
+      operator: Exists
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: NotIn
+      values: ["True"]
+  delay:
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.metadata.annotations["@REBOOT_ANNOTATION@"]'
+  next:
+    patches:
+    - subresource: status
+      root: status
+      template: |
+        nodeInfo:
+          bootID: {{ index .metadata.annotations "@REBOOT_ANNOTATION@" | Quote }}
+    - type: merge
+      template: |
+        metadata:
+          annotations:
+            "@REBOOT_ANNOTATION@": null
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -701,7 +769,9 @@ class Cluster:
             self._write_kubeconfig(self.pki / f"{component}.kubeconfig", user, f"system:{component}")
 
     def _write_kwok_config(self) -> None:
-        (self.workdir / "kwok" / "stages.yaml").write_text(KWOK_STAGES.replace("@K8S_VERSION@", self.k8s_version))
+        stages = KWOK_STAGES.replace("@K8S_VERSION@", self.k8s_version)
+        stages = stages.replace("@REBOOT_ANNOTATION@", REBOOT_ANNOTATION)
+        (self.workdir / "kwok" / "stages.yaml").write_text(stages)
 
     def _record_pids(self) -> None:
         data = {

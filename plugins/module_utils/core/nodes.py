@@ -28,3 +28,11 @@ def remediation_node(remediation: Mapping[str, Any]) -> str:
     meta = remediation.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     return str(annotations.get(NODE_NAME_ANNOTATION) or meta.get("name", ""))
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """Whether the Node's Ready condition is True."""
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False

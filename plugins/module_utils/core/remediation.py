@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, format_time, parse_time
+from .nodes import node_ready
 from .strategy import OUT_OF_SERVICE_TAINT, RESOURCE_DELETION
 
 FINALIZER = "self-node-remediation.medik8s.io/snr-finalizer"
@@ -135,13 +136,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _taint_keys(node: Mapping[str, Any]) -> set[str]:
     return {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, Mapping)}
-
-
-def node_ready(node: Mapping[str, Any]) -> bool:
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
 
 
 def phase_of(snr: Mapping[str, Any]) -> str:

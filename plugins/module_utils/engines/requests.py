@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,67 @@ DELETED = "deleted"
 DELETING = "deleting"  # deleted before this run, not gone yet (no change)
 LEFT = "left"
 ABSENT = "absent"
+
+
+# The options of a request's spec, shared by the modules that make requests (doc fragment request_options).
+REQUEST_ARGUMENT_SPEC: dict[str, Any] = {
+    "cordon": {"type": "bool", "default": True},
+    "wait_for_pod_completion": {
+        "type": "dict",
+        "options": {
+            "pod_selector": {"type": "str", "default": ""},
+            "timeout_seconds": {"type": "int", "default": 0},
+        },
+    },
+    "drain_spec": {
+        "type": "dict",
+        "options": {
+            "force": {"type": "bool", "default": False},
+            "delete_emptydir_data": {"type": "bool", "default": False, "aliases": ["delete_empty_dir"]},
+            "pod_selector": {"type": "str", "default": ""},
+            "timeout_seconds": {"type": "int", "default": 300},
+            "pod_eviction_filters": {
+                "type": "list",
+                "elements": "dict",
+                "options": {"by_resource_name_regex": {"type": "str", "required": True}},
+            },
+        },
+    },
+}
+
+
+def nm_spec(p: dict[str, Any]) -> dict[str, Any]:
+    """The NodeMaintenance spec fields from the options (the CRD's names)."""
+    spec: dict[str, Any] = {"cordon": p["cordon"]}
+    wait = p["wait_for_pod_completion"]
+    if wait is not None:
+        if wait["timeout_seconds"] < 0:
+            raise ValueError("wait_for_pod_completion.timeout_seconds must be 0 or more.")
+        spec["waitForPodCompletion"] = {"podSelector": wait["pod_selector"], "timeoutSeconds": wait["timeout_seconds"]}
+    drain = p["drain_spec"]
+    if drain is not None:
+        if drain["timeout_seconds"] < 0:
+            raise ValueError("drain_spec.timeout_seconds must be 0 or more.")
+        out: dict[str, Any] = {
+            "force": drain["force"],
+            "deleteEmptyDir": drain["delete_emptydir_data"],
+            "podSelector": drain["pod_selector"],
+            "timeoutSeconds": drain["timeout_seconds"],
+        }
+        if drain["pod_eviction_filters"]:
+            for index, entry in enumerate(drain["pod_eviction_filters"]):
+                try:
+                    re.compile(entry["by_resource_name_regex"])
+                except re.error as exc:
+                    raise ValueError(
+                        f"drain_spec.pod_eviction_filters[{index}].by_resource_name_regex is not a valid "
+                        f"regular expression: {exc}."
+                    ) from None
+            out["podEvictionFilters"] = [
+                {"byResourceNameRegex": e["by_resource_name_regex"]} for e in drain["pod_eviction_filters"]
+            ]
+        spec["drainSpec"] = out
+    return spec
 
 
 class RequestError(Exception):

@@ -80,6 +80,7 @@ class Resource:
 NODES = Resource("v1", "nodes", namespaced=False, kind="Node")
 PODS = Resource("v1", "pods", namespaced=True, kind="Pod")
 NAMESPACES = Resource("v1", "namespaces", namespaced=False, kind="Namespace")
+CONFIGMAPS = Resource("v1", "configmaps", namespaced=True, kind="ConfigMap")
 EVENTS = Resource("v1", "events", namespaced=True, kind="Event")
 CRDS = Resource(
     "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False, kind="CustomResourceDefinition"

@@ -1,0 +1,60 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NodeMaintenance request options (spec.cordon, spec.waitForPodCompletion, spec.drainSpec)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  cordon:
+    description: Whether the node is cordoned during the maintenance (C(spec.cordon)).
+    type: bool
+    default: true
+  wait_for_pod_completion:
+    description:
+      - Wait for the pods matching O(wait_for_pod_completion.pod_selector) to finish before the drain
+        (C(spec.waitForPodCompletion)). Omit it to skip the step.
+    type: dict
+    suboptions:
+      pod_selector:
+        description: Label selector of the pods; empty selects every pod on the node.
+        type: str
+        default: ""
+      timeout_seconds:
+        description: After this many seconds the drain starts anyway; 0 waits for ever.
+        type: int
+        default: 0
+  drain_spec:
+    description:
+      - How to drain the node (C(spec.drainSpec)). Omit it to not drain.
+    type: dict
+    suboptions:
+      force:
+        description: Also evict pods without a controller.
+        type: bool
+        default: false
+      delete_emptydir_data:
+        description: Also evict pods with emptyDir volumes.
+        type: bool
+        default: false
+        aliases: [delete_empty_dir]
+      pod_selector:
+        description: Only pods matching this label selector are drained.
+        type: str
+        default: ""
+      timeout_seconds:
+        description: Timeout of one drain attempt; a new attempt follows. 0 means no timeout.
+        type: int
+        default: 300
+      pod_eviction_filters:
+        description: Only pods with a container that requests a resource matching one of these are evicted.
+        type: list
+        elements: dict
+        suboptions:
+          by_resource_name_regex:
+            description: Regular expression matched against the requested resource names.
+            type: str
+            required: true
+"""

@@ -1,0 +1,371 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A rolling maintenance run in waves: its record, the choice of each wave, outcomes and the summary.
+
+Pure: no I/O and no clock; times are seconds since the epoch given by the caller. The engine
+(``engines/rolling.py``) keeps the record in a ConfigMap, so a run that dies at any moment is picked up
+by the next one from what the cluster holds.
+
+One record per target node, in one of these states:
+
+``pending``      requested; waits for the scheduler and the drain, then for its wave
+``maintaining``  in a wave: its maintenance tasks were handed out (recorded before they start)
+``done``         maintained, back Ready in Kubernetes, its request released
+``failed``       its maintenance failed or it did not come back: left cordoned (RequestorFailed) for a person
+``interrupted``  a run died while the node was in its wave; released without running the maintenance again
+
+A node is handed to the maintenance tasks at most once: only ``pending`` nodes join a wave, and the
+record says ``maintaining`` before the tasks run. What a later run does with a node left ``maintaining``
+is the interrupted policy: ``release`` (default), ``rerun`` or ``fail``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import rfc3339
+from .lifecycle import ACTIVE_PHASES, PHASE_READY, PHASE_REQUESTOR_FAILED
+
+PENDING = "pending"
+MAINTAINING = "maintaining"
+DONE = "done"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+STATES = (PENDING, MAINTAINING, DONE, FAILED, INTERRUPTED)
+FINISHED = frozenset((DONE, FAILED, INTERRUPTED))
+
+INTERRUPTED_POLICIES = ("release", "rerun", "fail")
+
+# Request phases in which the node is drained and its requestor may go on.
+DRAINED_PHASES = frozenset((PHASE_READY, PHASE_REQUESTOR_FAILED))
+
+STATE_KEY = "nodes.json"
+RUN_KEY = "run.json"
+NAME_PREFIX = "nodeops-rolling-"
+_DNS_LABEL = re.compile(r"[^a-z0-9-]+")
+_TIME_FIELDS = ("requested", "admitted", "ready", "started", "finished", "back")
+
+
+class RollingError(ValueError):
+    """A record that cannot be read, or an input that cannot be used."""
+
+
+@dataclass
+class NodeRecord:
+    node: str
+    state: str = PENDING
+    wave: int | None = None
+    requested: float | None = None  # the request was made (or found)
+    admitted: float | None = None  # first seen past Pending: the scheduler took it
+    ready: float | None = None  # first seen drained (Ready)
+    started: float | None = None  # handed to the maintenance tasks
+    finished: float | None = None  # the tasks reported back
+    back: float | None = None  # Ready in Kubernetes again and released (or left, when failed)
+    message: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in _TIME_FIELDS:
+            if out[key] is not None:
+                out[key] = _stamp(out[key])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NodeRecord:
+        if not isinstance(data, Mapping) or not isinstance(data.get("node"), str):
+            raise RollingError(f"not a node record: {data!r}")
+        state = data.get("state", PENDING)
+        if state not in STATES:
+            raise RollingError(f"node record {data['node']}: unknown state {state!r}")
+        times = {key: rfc3339.to_epoch(data.get(key)) for key in _TIME_FIELDS}
+        wave = data.get("wave")
+        return cls(
+            node=data["node"],
+            state=state,
+            wave=int(wave) if isinstance(wave, int) else None,
+            message=str(data.get("message") or ""),
+            **times,
+        )
+
+
+def _stamp(seconds: float) -> str:
+    """RFC 3339 with milliseconds, so that the summary's durations keep their precision."""
+    whole = int(seconds)
+    millis = round((seconds - whole) * 1000)
+    if millis == 1000:
+        whole, millis = whole + 1, 0
+    return f"{rfc3339.format_time(whole)[:-1]}.{millis:03d}Z"
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    requestor: str
+    started: float | None = None
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+
+    # -- storage -----------------------------------------------------------------------------
+    def to_data(self) -> dict[str, str]:
+        run = {"runID": self.run_id, "requestor": self.requestor}
+        if self.started is not None:
+            run["started"] = _stamp(self.started)
+        nodes = [self.nodes[name].as_dict() for name in sorted(self.nodes)]
+        return {RUN_KEY: json.dumps(run, sort_keys=True), STATE_KEY: json.dumps(nodes, sort_keys=True, indent=0)}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, str] | None, run_id: str, requestor: str) -> RunRecord:
+        """The record in a ConfigMap's data, or a new one when ``data`` is empty."""
+        if not data:
+            return cls(run_id, requestor)
+        try:
+            run = json.loads(data.get(RUN_KEY) or "{}")
+            nodes = json.loads(data.get(STATE_KEY) or "[]")
+        except json.JSONDecodeError as exc:
+            raise RollingError(f"the run record is not JSON ({exc})") from None
+        if not isinstance(run, dict) or not isinstance(nodes, list):
+            raise RollingError("the run record has the wrong shape")
+        if run.get("runID", run_id) != run_id:
+            raise RollingError(f"the record belongs to run {run.get('runID')!r}, not {run_id!r}")
+        if run.get("requestor", requestor) != requestor:
+            raise RollingError(
+                f"run {run_id!r} was started by requestor {run.get('requestor')!r}; use that requestor "
+                "or another run ID"
+            )
+        records = [NodeRecord.from_dict(item) for item in nodes]
+        return cls(run_id, requestor, rfc3339.to_epoch(run.get("started")), {r.node: r for r in records})
+
+    # -- queries -----------------------------------------------------------------------------
+    def in_state(self, *states: str) -> list[str]:
+        return sorted(n for n, r in self.nodes.items() if r.state in states)
+
+    @property
+    def last_wave(self) -> int:
+        return max((r.wave or 0 for r in self.nodes.values()), default=0)
+
+
+def record_name(run_id: str) -> str:
+    """The ConfigMap name of a run: ``nodeops-rolling-<run id as a DNS label>``, with a hash when the run ID
+    had to be changed to fit, so two run IDs never share a record."""
+    if not run_id or not run_id.strip():
+        raise RollingError("the run ID is empty; give one, e.g. the change ticket")
+    label = _DNS_LABEL.sub("-", run_id.lower()).strip("-")
+    if label == run_id and len(NAME_PREFIX) + len(label) <= 63:
+        return NAME_PREFIX + label
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:10]
+    return f"{NAME_PREFIX}{label[: 63 - len(NAME_PREFIX) - 11].strip('-')}-{digest}".replace("--", "-")
+
+
+# ----------------------------------------------------------------------------------------- start
+@dataclass
+class StartPlan:
+    request: list[str]  # pending: make sure a request exists
+    release: list[str]  # interrupted, to release (policy release)
+    fail: list[str]  # interrupted, to mark failed (policy fail)
+    rerun: list[str]  # interrupted or failed nodes given back to the queue
+    finished: list[str]  # done, failed or interrupted earlier: left alone
+    added: list[str]  # targets new to the record
+
+
+def plan_start(
+    run: RunRecord,
+    targets: Sequence[str],
+    now: float,
+    interrupted: str = "release",
+    retry_failed: bool = False,
+) -> StartPlan:
+    """Bring the record in line with the targets at the start (or restart) of a run; mutates ``run``."""
+    if interrupted not in INTERRUPTED_POLICIES:
+        raise RollingError(f"interrupted policy must be one of {', '.join(INTERRUPTED_POLICIES)}")
+    if run.started is None:
+        run.started = now
+    plan = StartPlan([], [], [], [], [], [])
+    for node in dict.fromkeys(targets):
+        record = run.nodes.get(node)
+        if record is None:
+            run.nodes[node] = NodeRecord(node, requested=now)
+            plan.added.append(node)
+            plan.request.append(node)
+            continue
+        if record.state == MAINTAINING:
+            if interrupted == "rerun":
+                _requeue(record, "interrupted; queued again (interrupted policy rerun)")
+                plan.rerun.append(node)
+                plan.request.append(node)
+            elif interrupted == "fail":
+                record.state, record.finished = FAILED, now
+                record.message = "the run stopped during its maintenance (interrupted policy fail)"
+                plan.fail.append(node)
+            else:
+                record.state, record.finished = INTERRUPTED, now
+                record.message = "the run stopped during its maintenance; released without running it again"
+                plan.release.append(node)
+        elif record.state == FAILED and retry_failed:
+            _requeue(record, "")
+            plan.rerun.append(node)
+            plan.request.append(node)
+        elif record.state == PENDING:
+            plan.request.append(node)
+        else:
+            plan.finished.append(node)
+    return plan
+
+
+def _requeue(record: NodeRecord, message: str) -> None:
+    record.state, record.wave, record.message = PENDING, None, message
+    record.started = record.finished = record.back = None
+
+
+# ------------------------------------------------------------------------------------------ waves
+@dataclass
+class WaveDecision:
+    action: str  # "take", "wait" or "done"
+    nodes: list[str] = field(default_factory=list)  # the wave, with "take"
+    busy: list[str] = field(default_factory=list)  # admitted, still on the way to Ready
+    queued: list[str] = field(default_factory=list)  # not admitted yet (Pending, or no request)
+
+
+def observe(run: RunRecord, phases: Mapping[str, str | None], now: float) -> None:
+    """Note when each pending node was first seen admitted and drained (``phases``: node -> Ready reason,
+    "" before the first pass, None when the node has no request)."""
+    for node in run.in_state(PENDING):
+        record = run.nodes[node]
+        phase = phases.get(node)
+        if phase in ACTIVE_PHASES or phase in DRAINED_PHASES:
+            record.admitted = record.admitted or now
+        if phase in DRAINED_PHASES:
+            record.ready = record.ready or now
+
+
+def choose_wave(run: RunRecord, phases: Mapping[str, str | None], now: float, gather: float) -> WaveDecision:
+    """The next wave: every pending node whose request is drained, once none of ours is still on its way
+    (cordon, wait, drain), or ``gather`` seconds after the first became ready, whichever comes first.
+
+    Call :func:`observe` first. The limits are the scheduler's: this only decides when to stop collecting.
+    """
+    pending = run.in_state(PENDING)
+    if not pending:
+        return WaveDecision("done")
+    ready = [n for n in pending if phases.get(n) in DRAINED_PHASES]
+    busy = [n for n in pending if phases.get(n) in ACTIVE_PHASES]
+    queued = [n for n in pending if n not in ready and n not in busy]
+    if ready:
+        first = min(run.nodes[n].ready or now for n in ready)
+        if not busy or now - first >= gather:
+            return WaveDecision("take", ready, busy, queued)
+    return WaveDecision("wait", [], busy, queued)
+
+
+def start_wave(run: RunRecord, nodes: Iterable[str], now: float) -> int:
+    """Record ``nodes`` as handed to the maintenance tasks in a new wave; returns its number."""
+    wave = run.last_wave + 1
+    for node in nodes:
+        record = run.nodes[node]
+        if record.state != PENDING:
+            raise RollingError(f"{node} is {record.state}, not pending; it cannot join a wave")
+        record.state, record.wave, record.started = MAINTAINING, wave, now
+    return wave
+
+
+# --------------------------------------------------------------------------------------- outcomes
+@dataclass
+class Outcomes:
+    succeeded: list[str]  # tasks passed: wait for Ready, then release
+    failed: dict[str, str]  # node -> why
+
+
+def sort_outcomes(run: RunRecord, succeeded: Iterable[str], failed: Mapping[str, str], now: float) -> Outcomes:
+    """Match what the tasks reported to the nodes in their wave. A node of the wave that reported neither
+    (unreachable, or its tasks stopped) has failed; a report for a node not in a wave is an error."""
+    maintaining = set(run.in_state(MAINTAINING))
+    unknown = sorted((set(succeeded) | set(failed)) - maintaining)
+    if unknown:
+        raise RollingError(f"not in the current wave: {', '.join(unknown)}")
+    bad = {n: (str(m) or "the maintenance failed") for n, m in failed.items()}
+    good = sorted(set(succeeded) - set(bad))
+    for node in sorted(maintaining - set(good) - set(bad)):
+        bad[node] = "no result from its maintenance tasks (host unreachable, or its tasks stopped)"
+    for node in maintaining:
+        run.nodes[node].finished = now
+    return Outcomes(good, dict(sorted(bad.items())))
+
+
+def mark_done(run: RunRecord, node: str, now: float) -> None:
+    record = run.nodes[node]
+    record.state, record.back = DONE, now
+    if not record.message.startswith("interrupted"):
+        record.message = ""
+
+
+def mark_failed(run: RunRecord, node: str, message: str, now: float) -> None:
+    record = run.nodes[node]
+    record.state, record.message = FAILED, message
+    record.finished = record.finished or now
+
+
+def mark_released(run: RunRecord, node: str, now: float) -> None:
+    """An interrupted node is back and released."""
+    run.nodes[node].back = now
+
+
+@dataclass
+class FailBudget:
+    failed: int
+    total: int
+    percentage: float
+    exceeded: bool
+
+
+def fail_budget(run: RunRecord, max_fail_percentage: float) -> FailBudget:
+    """Ansible's rule: stop when more than ``max_fail_percentage`` of the nodes failed."""
+    if not 0 <= max_fail_percentage <= 100:
+        raise RollingError(f"max_fail_percentage must be between 0 and 100, not {max_fail_percentage:g}")
+    failed = len(run.in_state(FAILED))
+    total = len(run.nodes)
+    percentage = 100.0 * failed / total if total else 0.0
+    return FailBudget(failed, total, round(percentage, 2), percentage > max_fail_percentage)
+
+
+# ---------------------------------------------------------------------------------------- summary
+def _span(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else round(max(0.0, end - start), 3)
+
+
+def summary_rows(run: RunRecord) -> list[dict[str, Any]]:
+    """Per node, in wave order: its wave, how long it waited for the scheduler, drained, was maintained and
+    took to come back, and the outcome."""
+    rows = []
+    for record in sorted(run.nodes.values(), key=lambda r: (r.wave or 1 << 30, r.node)):
+        rows.append(
+            {
+                "node": record.node,
+                "wave": record.wave,
+                "outcome": record.state,
+                "waited": _span(record.requested, record.admitted),
+                "drained": _span(record.admitted, record.ready),
+                "maintained": _span(record.started, record.finished),
+                "back": _span(record.finished, record.back),
+                "message": record.message,
+            }
+        )
+    return rows
+
+
+def render_summary(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rows as a fixed-width table, one string a line (for a debug task's ``msg``)."""
+    head = ("node", "wave", "waited", "drained", "maintained", "back", "outcome")
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        return f"{value:.1f}s" if isinstance(value, float) else str(value)
+
+    table = [head] + [tuple(cell(r[k]) for k in head) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+    lines += [f"{r['node']}: {r['message']}" for r in rows if r["message"] and r["outcome"] != DONE]
+    return lines

@@ -1,0 +1,375 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The I/O of a rolling maintenance run: its record in a ConfigMap, requests, waves and releases.
+
+The steps (``start``, ``next_wave``, ``finish``, ``summary``) are what ``rolling_maintenance.yml`` calls
+between its own tasks; the rules are the pure ``core/rolling.py``. The record is written with
+conditional updates before anything that depends on it happens, so a run killed at any moment is picked
+up by the next one: nodes are requested again when their request is missing, a wave is recorded before its
+maintenance tasks start, and a node is released only after its outcome is recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import lifecycle as lc
+from ..core import rolling as core
+from ..core.nodes import node_ready
+from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, Client
+from ..k8s.errors import Conflict, NotFound
+from .maintenance import ReconcileOptions, Reconciler
+from .requests import Action, RequestError, Requests, RequestSpec, is_gone, why_not_ready
+
+FAILED_REASON = "FailedMaintenance"
+
+
+@dataclass
+class RunOptions:
+    run_id: str
+    requestor: str
+    namespace: str  # of the NodeMaintenances
+    record_namespace: str  # of the run's ConfigMap (the config namespace)
+    spec: dict[str, Any]  # cordon, waitForPodCompletion, drainSpec of new requests
+    name_prefix: str | None = None
+    engine: str = "builtin"
+    reconcile: ReconcileOptions | None = None
+    interval: float = 0.5  # between two looks when nothing moved
+    gather: float = 30.0  # see core.choose_wave
+    wave_timeout: float = 3600.0
+    node_ready_timeout: float = 600.0
+    release_timeout: float = 300.0
+    release_failed: bool = False
+    max_fail_percentage: float = 0.0
+
+
+class Rolling:
+    def __init__(
+        self,
+        client: Client,
+        options: RunOptions,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.options = options
+        self.clock = clock
+        self.monotonic = monotonic
+        self.name = core.record_name(options.run_id)
+        prefix = options.name_prefix or options.requestor
+        self.requests = Requests(client, RequestSpec(options.requestor, options.namespace, prefix, options.spec))
+        self.reconciler = (
+            Reconciler(client, options.reconcile or ReconcileOptions(namespace=options.namespace))
+            if options.engine == "builtin"
+            else None
+        )
+        self._configmap: dict[str, Any] | None = None
+        self._waiter = threading.Event()
+
+    # -- the record ------------------------------------------------------------------------------
+    def load(self) -> core.RunRecord:
+        try:
+            self._configmap = self.client.get(CONFIGMAPS, self.name, self.options.record_namespace)
+        except NotFound:
+            self._configmap = None
+        data = (self._configmap or {}).get("data")
+        try:
+            return core.RunRecord.from_data(data, self.options.run_id, self.options.requestor)
+        except core.RollingError as exc:
+            raise RequestError(
+                f"ConfigMap {self.options.record_namespace}/{self.name} (the record of run {self.options.run_id!r}): "
+                f"{exc}. Delete it to start the run over, or use another run ID."
+            ) from None
+
+    def save(self, run: core.RunRecord) -> None:
+        """Write the record; a Conflict means another run of the same run ID wrote it in between."""
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.options.record_namespace,
+                "labels": {"app.kubernetes.io/managed-by": "nodeops.maintenance"},
+                "annotations": {"maintenance.nodeops.io/run-id": self.options.run_id},
+            },
+            "data": run.to_data(),
+        }
+        try:
+            if self._configmap is None:
+                self._configmap = self.client.create(CONFIGMAPS, body, self.options.record_namespace)
+            else:
+                body["metadata"]["resourceVersion"] = self._configmap["metadata"]["resourceVersion"]
+                self._configmap = self.client.replace(CONFIGMAPS, body)
+        except Conflict:
+            raise RequestError(
+                f"The record of run {self.options.run_id!r} (ConfigMap {self.options.record_namespace}/{self.name}) "
+                "was changed by someone else: is another run with the same run ID going on? Nothing more was done."
+            ) from None
+
+    # -- reading requests ----------------------------------------------------------------------
+    def _phases(self, nodes: Sequence[str]) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
+        """node -> Ready reason of the request this requestor holds or joined (None: no request), and the objects."""
+        wanted = set(nodes)
+        items = self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
+        objects: dict[str, dict[str, Any]] = {}
+        requestor = self.options.requestor
+        for obj in items:
+            spec = obj.get("spec") or {}
+            node = spec.get("nodeName")
+            if node not in wanted or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if spec.get("requestorID") == requestor or requestor in (spec.get("additionalRequestors") or []):
+                obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+                obj.setdefault("kind", NODE_MAINTENANCES.kind)
+                objects[node] = obj
+        phases = {n: (lc.NodeMaintenanceView.from_dict(objects[n]).phase if n in objects else None) for n in nodes}
+        return phases, objects
+
+    def _pass(self) -> bool:
+        """One reconcile pass with the built-in engine; True when it changed something."""
+        if self.reconciler is None:
+            return False
+        return self.reconciler.run_pass().changed
+
+    def _pause(self, changed: bool, deadline: float) -> None:
+        if not changed:
+            self._waiter.wait(max(0.0, min(self.options.interval, deadline - self.monotonic())))
+
+    # -- steps -----------------------------------------------------------------------------------
+    def start(self, targets: Sequence[str], interrupted: str, retry_failed: bool) -> dict[str, Any]:
+        if not targets:
+            raise RequestError("No target nodes: give nodes, a node selector that matches some, or a non-empty group.")
+        self.requests._check_nodes(targets)
+        run = self.load()
+        plan = core.plan_start(run, targets, self.clock(), interrupted, retry_failed)
+        self.save(run)  # the interrupted and requeued nodes are on record before any request changes
+        for node in plan.fail:
+            self._mark_failed_request(node, run.nodes[node].message)
+        if plan.rerun:
+            self._clear_failed(plan.rerun)
+        actions = self.requests.present(plan.request) if plan.request else []
+        released = self._release(run, plan.release) if plan.release else []
+        self.save(run)
+        changed = bool(plan.added or plan.release or plan.fail or plan.rerun) or any(
+            a.action not in ("unchanged",) for a in actions
+        )
+        return {
+            "changed": changed,
+            "requested": [a.as_dict() for a in actions],
+            "added": plan.added,
+            "interrupted": plan.release + plan.fail,
+            "requeued": plan.rerun,
+            "released": released,
+            "pending": run.in_state(core.PENDING),
+            "finished": plan.finished,
+            **self._status(run),
+        }
+
+    def next_wave(self) -> dict[str, Any]:
+        opts = self.options
+        run = self.load()
+        budget = core.fail_budget(run, opts.max_fail_percentage)
+        if budget.exceeded:
+            return {"changed": False, "wave": None, "nodes": [], "done": False, "abort": True, **self._status(run)}
+        pending = run.in_state(core.PENDING)
+        if not pending:
+            return {"changed": False, "wave": None, "nodes": [], "done": True, "abort": False, **self._status(run)}
+        deadline = self.monotonic() + opts.wave_timeout
+        phases, _objects = self._phases(pending)
+        missing = [n for n in pending if phases[n] is None]
+        if missing:  # killed before its request was made, or the request was deleted under us
+            self.requests.present(missing)
+        passes = 0
+        while True:
+            changed = self._pass()
+            passes += 1
+            phases, objects = self._phases(pending)
+            now = self.clock()
+            core.observe(run, phases, now)
+            decision = core.choose_wave(run, phases, now, opts.gather)
+            if decision.action == "take":
+                wave = core.start_wave(run, decision.nodes, now)
+                self.save(run)
+                return {
+                    "changed": True,
+                    "wave": wave,
+                    "nodes": decision.nodes,
+                    "done": False,
+                    "abort": False,
+                    "passes": passes,
+                    "busy": decision.busy,
+                    "queued": decision.queued,
+                    **self._status(run),
+                }
+            if self.monotonic() >= deadline:
+                waiting = [why_not_ready(self._action(n, objects.get(n))) for n in decision.busy + decision.queued]
+                self.save(run)
+                raise RequestError(
+                    f"No node of run {opts.run_id!r} became ready for its maintenance within {opts.wave_timeout:g}s: "
+                    + "; ".join(waiting)
+                )
+            self._pause(changed, deadline)
+
+    def finish(self, succeeded: Sequence[str], failed: Mapping[str, str]) -> dict[str, Any]:
+        opts = self.options
+        run = self.load()
+        try:
+            outcomes = core.sort_outcomes(run, succeeded, failed, self.clock())
+        except core.RollingError as exc:
+            raise RequestError(f"{exc}; report only the nodes of the current wave.") from None
+        self.save(run)
+        not_back = self._wait_ready(outcomes.succeeded)
+        for node, why in not_back.items():
+            outcomes.failed[node] = why
+        good = [n for n in outcomes.succeeded if n not in not_back]
+        for node, why in sorted(outcomes.failed.items()):
+            core.mark_failed(run, node, why, self.clock())
+        self.save(run)  # failures are on record before the release of the others
+        for node, why in sorted(outcomes.failed.items()):
+            if not opts.release_failed:
+                self._mark_failed_request(node, why)
+        release = good + (sorted(outcomes.failed) if opts.release_failed else [])
+        released = self._release(run, release, done=good)
+        self.save(run)
+        budget = core.fail_budget(run, opts.max_fail_percentage)
+        return {
+            "changed": True,
+            "maintained": good,
+            "failures": dict(sorted(outcomes.failed.items())),
+            "released": released,
+            "abort": budget.exceeded,
+            **self._status(run),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        run = self.load()
+        rows = core.summary_rows(run)
+        return {"changed": False, "nodes": rows, "lines": core.render_summary(rows), **self._status(run)}
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _status(self, run: core.RunRecord) -> dict[str, Any]:
+        budget = core.fail_budget(run, self.options.max_fail_percentage)
+        return {
+            "run_id": self.options.run_id,
+            "record": f"{self.options.record_namespace}/{self.name}",
+            "waves": run.last_wave,
+            "counts": {state: len(run.in_state(state)) for state in core.STATES},
+            "need_a_look": run.in_state(core.FAILED, core.INTERRUPTED),
+            "failed_nodes": run.in_state(core.FAILED),
+            "interrupted_nodes": run.in_state(core.INTERRUPTED),
+            "failed_percentage": budget.percentage,
+            "complete": not run.in_state(core.PENDING, core.MAINTAINING),
+        }
+
+    def _action(self, node: str, obj: dict[str, Any] | None) -> Action:
+        meta = (obj or {}).get("metadata") or {}
+        name = meta.get("name") or self.requests.request.object_name(node)
+        return Action(node, "unchanged", self.options.namespace, name, obj)
+
+    def _wait_ready(self, nodes: Sequence[str]) -> dict[str, str]:
+        """Wait until the nodes are Ready in Kubernetes; those that are not by the deadline, with why."""
+        if not nodes:
+            return {}
+        deadline = self.monotonic() + self.options.node_ready_timeout
+        left = set(nodes)
+        while True:
+            present = {n["metadata"]["name"]: n for n in self.client.list(NODES)["items"]}
+            for node in list(left):
+                if node in present and node_ready(present[node]):
+                    left.discard(node)
+            if not left or self.monotonic() >= deadline:
+                break
+            self._pause(False, deadline)
+        return {
+            n: f"not Ready in Kubernetes {self.options.node_ready_timeout:g}s after its maintenance"
+            if n in present
+            else "the Node object is gone"
+            for n in sorted(left)
+        }
+
+    def _release(self, run: core.RunRecord, nodes: Sequence[str], done: Sequence[str] = ()) -> list[str]:
+        """Give the requests back and wait until they are gone (the node uncordoned); record them."""
+        if not nodes:
+            return []
+        actions = self.requests.absent(nodes)
+        gone = self.requests.wait(actions, is_gone, self.options.release_timeout, self.reconciler)
+        if not gone:
+            left = [why_not_ready(a) for a in actions if not is_gone(a)]
+            timeout = self.options.release_timeout
+            raise RequestError(f"Released requests not gone after {timeout:g}s: " + "; ".join(left))
+        now = self.clock()
+        for node in nodes:
+            if node in done:
+                core.mark_done(run, node, now)
+            else:
+                core.mark_released(run, node, now)
+        return list(nodes)
+
+    def _update_request(self, node: str, mutate: Callable[[dict[str, Any]], bool], status: bool) -> None:
+        for _attempt in range(5):
+            _phases, objects = self._phases([node])
+            obj = objects.get(node)
+            if obj is None:
+                return
+            if not mutate(obj):
+                return
+            try:
+                self.client.replace(NODE_MAINTENANCES, obj, subresource="status" if status else None)
+                return
+            except Conflict:
+                continue
+        raise RequestError(f"The request of {node} kept changing; its RequestorFailed condition was not written.")
+
+    def _mark_failed_request(self, node: str, message: str) -> None:
+        """Set RequestorFailed=True on the node's request and keep the garbage collector away from it, so the
+        node stays cordoned for a person."""
+        now = lc.rfc3339(self.clock())
+
+        def keep(obj: dict[str, Any]) -> bool:
+            annotations = obj["metadata"].setdefault("annotations", {}) or {}
+            obj["metadata"]["annotations"] = annotations
+            if annotations.get(lc.GC_IGNORE_ANNOTATION) == "true":
+                return False
+            annotations[lc.GC_IGNORE_ANNOTATION] = "true"
+            return True
+
+        def fail(obj: dict[str, Any]) -> bool:
+            return _set_condition(obj, "True", FAILED_REASON, message[:1024], now)
+
+        self._update_request(node, keep, status=False)
+        self._update_request(node, fail, status=True)
+
+    def _clear_failed(self, nodes: Sequence[str]) -> None:
+        now = lc.rfc3339(self.clock())
+        for node in nodes:
+            self._update_request(node, lambda obj: _set_condition(obj, "False", "Retried", "", now), status=True)
+
+
+def _set_condition(obj: dict[str, Any], status: str, reason: str, message: str, now: str) -> bool:
+    """Set the RequestorFailed condition; False when it already says so."""
+    conditions = obj.setdefault("status", {}).setdefault("conditions", []) or []
+    obj["status"]["conditions"] = conditions
+    for cond in conditions:
+        if cond.get("type") == lc.CONDITION_REQUESTOR_FAILED:
+            if cond.get("status") == status and cond.get("reason") == reason:
+                return False
+            if cond.get("status") != status:
+                cond["lastTransitionTime"] = now
+            cond.update(status=status, reason=reason, message=message)
+            return True
+    if status == "False":
+        return False
+    conditions.append(
+        {
+            "type": lc.CONDITION_REQUESTOR_FAILED,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now,
+        }
+    )
+    return True

@@ -1,0 +1,448 @@
+#!/usr/bin/python
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rolling_maintenance
+short_description: The steps of a rolling maintenance run in waves, recorded in the cluster
+version_added: 0.1.0
+author:
+  - nodeops.maintenance contributors (@nodeops)
+description:
+  - The building block of the C(nodeops.maintenance.rolling_maintenance) playbook; use the playbook unless you
+    build a flow of your own.
+  - A run is named by O(run_id) and recorded in a ConfigMap C(nodeops-rolling-<run_id>) in O(config_namespace),
+    with per node its state (V(pending), V(maintaining), V(done), V(failed), V(interrupted)), its wave and the times
+    of each step. The record is written before anything that depends on it, so a run killed at any moment is
+    picked up by the next one with the same O(run_id), and no node is handed to its maintenance tasks twice.
+  - O(step=start) requests maintenance (one C(NodeMaintenance) per node, as M(nodeops.maintenance.node_maintenance)
+    does) for every target not finished in this run, and deals with the nodes a killed run left in their
+    maintenance (O(interrupted)).
+  - O(step=next_wave) runs reconcile passes (O(engine=builtin)) or only watches (O(engine=operator)) until some
+    requests of this run are Ready (cordoned and drained), and returns them as the next wave. Which nodes and how
+    many is the scheduler's decision (C(maxParallelOperations), C(maxUnavailable)), not this module's.
+  - O(step=finish) takes the outcome of the wave's maintenance tasks. A node that succeeded is released once it
+    is Ready in Kubernetes again (its request is deleted and the node uncordoned); a node that failed, or did not
+    come back, gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)).
+  - O(step=summary) returns the record as a table.
+extends_documentation_fragment:
+  - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.request_options
+  - nodeops.maintenance.attributes
+attributes:
+  check_mode:
+    support: partial
+    details:
+      - O(step=start) reports what it would request and how it would treat interrupted nodes, and writes nothing.
+      - O(step=next_wave) returns no wave; O(step=finish) only checks its input; O(step=summary) reads only.
+  diff_mode:
+    support: none
+options:
+  step:
+    description: Which step of the run to take.
+    type: str
+    choices: [start, next_wave, finish, summary]
+    required: true
+  run_id:
+    description:
+      - Names the run, e.g. a change ticket. Starting the playbook again with the same run ID picks the run up
+        where it stopped; a run whose nodes are all finished does nothing. Use a new run ID for a new run.
+    type: str
+    required: true
+  requestor:
+    description: The requestor ID of the run's NodeMaintenance objects (C(spec.requestorID)).
+    type: str
+    required: true
+  nodes:
+    description:
+      - The target nodes (O(step=start)). With O(node_selector), the nodes of both.
+    type: list
+    elements: str
+    default: []
+  node_selector:
+    description: A label selector for more target nodes (O(step=start)).
+    type: str
+  namespace:
+    description: Namespace of the NodeMaintenance objects.
+    type: str
+    default: default
+  name_prefix:
+    description: Objects are named C(<name_prefix>-<node>). By default the prefix is O(requestor).
+    type: str
+  config_namespace:
+    description:
+      - Namespace of the MaintenanceOperatorConfig C(default), of the reconcile Lease and of the run's record.
+    type: str
+    default: nodeops-maintenance
+  engine:
+    description:
+      - V(builtin) runs the reconcile passes itself; V(operator) only watches, for a cluster where the NVIDIA
+        Maintenance Operator reconciles the objects.
+    type: str
+    choices: [builtin, operator]
+    default: builtin
+  interrupted:
+    description:
+      - What O(step=start) does with a node that a killed run left in its maintenance (handed to the tasks, no
+        outcome recorded).
+      - V(release) records it as V(interrupted) and releases it once it is Ready (the maintenance is not run again).
+      - V(rerun) queues it again, for maintenance tasks that are safe to run twice.
+      - V(fail) marks it failed (C(RequestorFailed)) and leaves it cordoned for a person.
+    type: str
+    choices: [release, rerun, fail]
+    default: release
+  retry_failed:
+    description: With O(step=start), queue the nodes that failed earlier in this run again.
+    type: bool
+    default: false
+  succeeded:
+    description: With O(step=finish), the nodes of the wave whose maintenance tasks passed.
+    type: list
+    elements: str
+    default: []
+  failed:
+    description:
+      - With O(step=finish), the nodes of the wave whose maintenance failed, as a mapping of node to message.
+      - A node of the wave in neither O(succeeded) nor O(failed) (unreachable, or its tasks stopped) has failed.
+    type: dict
+    default: {}
+  gather_seconds:
+    description:
+      - A wave starts when every admitted request of the run is Ready, or this many seconds after the first of
+        them became Ready, whichever comes first.
+    type: float
+    default: 30
+  wave_timeout:
+    description: O(step=next_wave) fails when no request became Ready in this many seconds, naming what blocks each.
+    type: float
+    default: 3600
+  node_ready_timeout:
+    description: How long O(step=finish) waits for a maintained node to be Ready in Kubernetes before it fails it.
+    type: float
+    default: 600
+  release_timeout:
+    description: How long O(step=finish) waits for released requests to be gone (the node uncordoned).
+    type: float
+    default: 300
+  release_failed:
+    description: Release failed nodes too (uncordon them) instead of leaving them cordoned for a person.
+    type: bool
+    default: false
+  max_fail_percentage:
+    description:
+      - No new wave starts once more than this percentage of the run's nodes failed (Ansible's rule for the
+        keyword of the same name); RV(abort) says so.
+    type: float
+    default: 0
+  poll_interval:
+    description: Seconds between two looks at the cluster when nothing moved.
+    type: float
+    default: 0.5
+  step_timeout:
+    description: The longest a drain runs within one reconcile pass (O(engine=builtin)).
+    type: float
+    default: 20
+  workers:
+    description: Requests moved in parallel within a reconcile pass (O(engine=builtin)).
+    type: int
+    default: 16
+notes:
+  - The run's record is a ConfigMap; the identity running the playbook needs to get, create and update ConfigMaps
+    in O(config_namespace), besides what M(nodeops.maintenance.node_maintenance) needs.
+seealso:
+  - module: nodeops.maintenance.node_maintenance
+  - module: nodeops.maintenance.maintenance_reconcile
+"""
+
+EXAMPLES = r"""
+- name: Request maintenance of the targets
+  nodeops.maintenance.rolling_maintenance:
+    step: start
+    run_id: CHG-1234
+    requestor: upgrades.example.com
+    node_selector: nvidia.com/gpu.present=true
+    drain_spec: {force: true, delete_emptydir_data: true}
+
+- name: Wait for the next wave
+  nodeops.maintenance.rolling_maintenance:
+    step: next_wave
+    run_id: CHG-1234
+    requestor: upgrades.example.com
+  register: wave
+
+- name: Report how the wave went
+  nodeops.maintenance.rolling_maintenance:
+    step: finish
+    run_id: CHG-1234
+    requestor: upgrades.example.com
+    succeeded: "{{ wave.nodes | difference(['gpu-07']) }}"
+    failed: {gpu-07: firmware update failed}
+"""
+
+RETURN = r"""
+run_id:
+  description: The run.
+  returned: always
+  type: str
+record:
+  description: C(namespace/name) of the ConfigMap that records the run.
+  returned: always
+  type: str
+  sample: nodeops-maintenance/nodeops-rolling-chg-1234
+waves:
+  description: How many waves the run has had.
+  returned: always
+  type: int
+counts:
+  description: How many nodes are in each state.
+  returned: always
+  type: dict
+  sample: {pending: 12, maintaining: 4, done: 8, failed: 0, interrupted: 0}
+need_a_look:
+  description: The nodes that failed or were interrupted.
+  returned: always
+  type: list
+  elements: str
+failed_nodes:
+  description: The nodes that failed (left cordoned with C(RequestorFailed) unless O(release_failed)).
+  returned: always
+  type: list
+  elements: str
+interrupted_nodes:
+  description: The nodes a killed run left in their maintenance, released without running it again.
+  returned: always
+  type: list
+  elements: str
+failed_percentage:
+  description: The percentage of the run's nodes that failed.
+  returned: always
+  type: float
+complete:
+  description: Whether no node is pending or in its maintenance.
+  returned: always
+  type: bool
+requested:
+  description: With O(step=start), per target not finished, the request (as M(nodeops.maintenance.node_maintenance)).
+  returned: success and O(step=start)
+  type: list
+  elements: dict
+pending:
+  description: With O(step=start), the nodes waiting for their wave.
+  returned: success and O(step=start)
+  type: list
+  elements: str
+interrupted:
+  description: With O(step=start), the nodes a killed run left in their maintenance.
+  returned: success and O(step=start)
+  type: list
+  elements: str
+wave:
+  description: With O(step=next_wave), the number of the new wave; null when there is none.
+  returned: success and O(step=next_wave)
+  type: int
+nodes:
+  description:
+    - With O(step=next_wave), the nodes of the wave, ready for their maintenance.
+    - With O(step=summary), one entry per node.
+  returned: success and O(step) is V(next_wave) or V(summary)
+  type: list
+  elements: raw
+  sample:
+    - {node: gpu-07, wave: 2, outcome: done, waited: 41.2, drained: 12.5, maintained: 95.0, back: 3.1, message: ""}
+done:
+  description: With O(step=next_wave), whether no node is left for a wave.
+  returned: success and O(step=next_wave)
+  type: bool
+abort:
+  description: Whether more than O(max_fail_percentage) of the nodes failed, so no new wave starts.
+  returned: success and O(step) is V(next_wave) or V(finish)
+  type: bool
+maintained:
+  description: With O(step=finish), the nodes maintained, back and released.
+  returned: success and O(step=finish)
+  type: list
+  elements: str
+failures:
+  description: With O(step=finish), node to message for the nodes that failed in this wave.
+  returned: success and O(step=finish)
+  type: dict
+released:
+  description: The nodes whose requests were released in this step.
+  returned: success and O(step) is V(start) or V(finish)
+  type: list
+  elements: str
+lines:
+  description: With O(step=summary), the summary as a table, one string a line.
+  returned: success and O(step=summary)
+  type: list
+  elements: str
+"""
+
+from typing import Any
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (
+    INTERRUPTED_POLICIES,
+    RollingError,
+    plan_start,
+    record_name,
+    sort_outcomes,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    ReconcileError,
+    ReconcileOptions,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
+    REQUEST_ARGUMENT_SPEC,
+    RequestError,
+    nm_spec,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import Rolling, RunOptions
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "step": {"type": "str", "required": True, "choices": ["start", "next_wave", "finish", "summary"]},
+    "run_id": {"type": "str", "required": True},
+    "requestor": {"type": "str", "required": True},
+    "nodes": {"type": "list", "elements": "str", "default": []},
+    "node_selector": {"type": "str"},
+    "namespace": {"type": "str", "default": "default"},
+    "name_prefix": {"type": "str"},
+    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
+    **REQUEST_ARGUMENT_SPEC,
+    "engine": {"type": "str", "choices": ["builtin", "operator"], "default": "builtin"},
+    "interrupted": {"type": "str", "choices": list(INTERRUPTED_POLICIES), "default": "release"},
+    "retry_failed": {"type": "bool", "default": False},
+    "succeeded": {"type": "list", "elements": "str", "default": []},
+    "failed": {"type": "dict", "default": {}},
+    "gather_seconds": {"type": "float", "default": 30},
+    "wave_timeout": {"type": "float", "default": 3600},
+    "node_ready_timeout": {"type": "float", "default": 600},
+    "release_timeout": {"type": "float", "default": 300},
+    "release_failed": {"type": "bool", "default": False},
+    "max_fail_percentage": {"type": "float", "default": 0},
+    "poll_interval": {"type": "float", "default": 0.5},
+    "step_timeout": {"type": "float", "default": 20},
+    "workers": {"type": "int", "default": 16},
+}
+
+POSITIVE = ("gather_seconds", "wave_timeout", "node_ready_timeout", "release_timeout", "poll_interval", "step_timeout")
+
+
+def run_options(p: dict[str, Any]) -> RunOptions:
+    """The options, checked; ValueError says what is wrong."""
+    for name in POSITIVE:
+        if p[name] < 0 or (name != "gather_seconds" and p[name] == 0):
+            raise ValueError(f"{name} must be more than 0 (got {p[name]:g}).")
+    if not 0 <= p["max_fail_percentage"] <= 100:
+        raise ValueError(f"max_fail_percentage must be between 0 and 100 (got {p['max_fail_percentage']:g}).")
+    if p["workers"] < 1:
+        raise ValueError("workers must be at least 1.")
+    try:
+        record_name(p["run_id"])
+    except RollingError as exc:
+        raise ValueError(str(exc)) from None
+    reconcile = ReconcileOptions(
+        namespace=p["namespace"],
+        config_namespace=p["config_namespace"],
+        step_budget=p["step_timeout"],
+        workers=p["workers"],
+    )
+    return RunOptions(
+        run_id=p["run_id"],
+        requestor=p["requestor"],
+        namespace=p["namespace"],
+        record_namespace=p["config_namespace"],
+        spec=nm_spec(p),
+        name_prefix=p["name_prefix"],
+        engine=p["engine"],
+        reconcile=reconcile,
+        interval=p["poll_interval"],
+        gather=p["gather_seconds"],
+        wave_timeout=p["wave_timeout"],
+        node_ready_timeout=p["node_ready_timeout"],
+        release_timeout=p["release_timeout"],
+        release_failed=p["release_failed"],
+        max_fail_percentage=p["max_fail_percentage"],
+    )
+
+
+def targets(module: K8sModule) -> list[str]:
+    p = module.params
+    names = list(p["nodes"])
+    if p["node_selector"]:
+        selected = module.client.list(NODES, label_selector=p["node_selector"])["items"]
+        names += sorted(n["metadata"]["name"] for n in selected)
+    return list(dict.fromkeys(names))
+
+
+def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
+    """What a step would do, without writing."""
+    p = module.params
+    run = rolling.load()
+    result: dict[str, Any] = {"changed": False}
+    if p["step"] == "start":
+        nodes = targets(module)
+        rolling.requests.check_mode = True
+        rolling.requests._check_nodes(nodes)
+        plan = plan_start(run, nodes, rolling.clock(), p["interrupted"], p["retry_failed"])
+        actions = rolling.requests.present(plan.request) if plan.request else []
+        result.update(
+            changed=bool(plan.added or plan.release or plan.fail or plan.rerun)
+            or any(a.action != "unchanged" for a in actions),
+            requested=[a.as_dict() for a in actions],
+            pending=run.in_state("pending"),
+            interrupted=plan.release + plan.fail,
+            released=[],
+        )
+    elif p["step"] == "next_wave":
+        result.update(wave=None, nodes=[], done=not run.in_state("pending"), abort=False)
+    elif p["step"] == "finish":
+        try:
+            outcomes = sort_outcomes(run, p["succeeded"], p["failed"], rolling.clock())
+        except RollingError as exc:
+            module.fail_json(msg=f"{exc}; report only the nodes of the current wave.")
+        result.update(changed=True, maintained=outcomes.succeeded, failures=outcomes.failed, released=[], abort=False)
+    else:
+        return rolling.summary()
+    result.update(rolling._status(run))
+    return result
+
+
+def main() -> None:
+    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    try:
+        options = run_options(p)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    if options.reconcile is not None:
+        module.set_pool_size(options.reconcile.pool_size())
+    try:
+        rolling = Rolling(module.client, options)
+        if module.check_mode:
+            module.exit_json(**check_mode_result(rolling, module))
+        step = p["step"]
+        if step == "start":
+            result = rolling.start(targets(module), p["interrupted"], p["retry_failed"])
+        elif step == "next_wave":
+            result = rolling.next_wave()
+        elif step == "finish":
+            failed = {str(k): str(v) for k, v in (p["failed"] or {}).items()}
+            result = rolling.finish(p["succeeded"], failed)
+        else:
+            result = rolling.summary()
+    except RequestError as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
+    except ReconcileError as exc:
+        module.fail_json(msg=str(exc))
+    except K8sError as exc:
+        module.fail_k8s(exc)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""playbooks/rolling_maintenance.yml on the real cluster, run as users run it: ansible-playbook in a subprocess.
+
+The maintenance of each node is the collection's simulated reboot (kwok takes the node down and brings it back
+with a new boot ID), wrapped in a tasks file that leaves one file per maintenance in a folder, so the test
+counts how often each node was maintained. A watch-based monitor checks the limits during the runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import STATE_KEY, record_name
+from cluster import kwok
+from integration.test_maintenance_acceptance import Monitor, api_client
+from integration.test_maintenance_reconcile import GROUP, NM_PLURAL, VERSION
+from kubernetes import client as k8s
+from support.ansible_cli import BIN, clean_env
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = "registry.invalid/app:1"
+REQUESTOR = "rolling-test.nodeops.io"
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from integration.test_crds import run_role
+
+    run_role(cluster, tmp_path_factory.mktemp("rolling-crds"), {})
+
+
+@pytest.fixture
+def fleet(crds: None, api: k8s.ApiClient, namespace: str) -> Iterator[tuple[str, list[str]]]:
+    """Six nodes with a label of their own, each running pods of a Deployment; (label selector, names)."""
+    label = f"rolling-{uuid.uuid4().hex[:6]}"
+    names = kwok.add_nodes(api, 6, prefix=label, labels={"rolling": label})
+    try:
+        kwok.wait_nodes_ready(api, names, timeout=120)
+        deployment = {
+            "metadata": {"name": "app"},
+            "spec": {
+                "replicas": 6,
+                "selector": {"matchLabels": {"app": "rolling"}},
+                "template": {
+                    "metadata": {"labels": {"app": "rolling"}},
+                    "spec": {
+                        "nodeSelector": {"rolling": label},
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "c", "image": IMAGE}],
+                    },
+                },
+            },
+        }
+        k8s.AppsV1Api(api).create_namespaced_deployment(namespace, deployment)
+        kwok.wait_until(
+            lambda: (
+                sum(p.status.phase == "Running" for p in k8s.CoreV1Api(api).list_namespaced_pod(namespace).items) == 6
+                or None
+            ),
+            120,
+            "the Deployment's pods Running",
+        )
+        yield f"rolling={label}", names
+    finally:
+        kwok.delete_nodes(api, names, timeout=120)
+
+
+def tasks_file(tmp_path: Path, fail_on: str = "") -> tuple[Path, Path]:
+    """A maintenance tasks file: one file per maintenance in a log folder, then the simulated reboot."""
+    log = tmp_path / "maintained"
+    log.mkdir()
+    body = [
+        {
+            "name": "Log the maintenance",
+            "ansible.builtin.tempfile": {"path": str(log), "prefix": "{{ nodeops_node_name }}."},
+            "delegate_to": "localhost",
+        },
+    ]
+    if fail_on:
+        body.append(
+            {
+                "name": "Break one node",
+                "ansible.builtin.fail": {"msg": "firmware update failed"},
+                "when": f"nodeops_node_name == '{fail_on}'",
+            }
+        )
+    body.append(
+        {
+            "name": "Simulated reboot",
+            "ansible.builtin.include_tasks": str(REPO / "playbooks/maintenance/simulated_reboot.yml"),
+        }
+    )
+    path = tmp_path / "maintenance.yml"
+    path.write_text(json.dumps(body))
+    return path, log
+
+
+def maintained(log: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in log.iterdir():
+        node = entry.name.rsplit(".", 1)[0]
+        counts[node] = counts.get(node, 0) + 1
+    return counts
+
+
+def command(cluster: Any, namespace: str, selector: str, tasks: Path, run_id: str, *extra: str) -> list[str]:
+    variables = {
+        "rolling_run_id": run_id,
+        "rolling_requestor": REQUESTOR,
+        "rolling_node_selector": selector,
+        "rolling_maintenance_tasks": str(tasks),
+        "rolling_namespace": namespace,
+        "rolling_config_namespace": namespace,
+        "rolling_max_parallel_operations": 2,
+        "rolling_max_unavailable": 3,
+        "rolling_kubeconfig": str(cluster.kubeconfig),
+        "rolling_gather_seconds": 5,
+        "rolling_simulated_reboot_seconds": 2,
+        "rolling_drain_spec": {"force": True, "timeout_seconds": 60},
+        "rolling_wave_timeout": 120,
+        "rolling_node_ready_timeout": 60,
+    }
+    return [
+        str(BIN / "ansible-playbook"),
+        "nodeops.maintenance.rolling_maintenance",
+        "-f",
+        "10",
+        "-e",
+        json.dumps(variables),
+        *extra,
+    ]
+
+
+def env() -> dict[str, str]:
+    return clean_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_HOST_KEY_CHECKING": "False"})
+
+
+def run(cmd: list[str], expect_rc: int = 0) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=600, check=False)
+    assert proc.returncode == expect_rc, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def record(api: k8s.ApiClient, namespace: str, run_id: str) -> dict[str, dict[str, Any]]:
+    cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), namespace)
+    return {r["node"]: r for r in json.loads(cm.data[STATE_KEY])}
+
+
+def our_requests(api: k8s.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    items = k8s.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL)["items"]
+    return [i for i in items if i["spec"]["requestorID"] == REQUESTOR]
+
+
+def cordoned(api: k8s.ApiClient, names: list[str]) -> list[str]:
+    return [n for n in names if k8s.CoreV1Api(api).read_node(n).spec.unschedulable]
+
+
+def test_every_node_once_in_waves_within_the_limits_and_a_second_run_does_nothing(
+    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    watcher = Monitor(api_client(cluster, 4), namespace)
+    watcher.start()
+    try:
+        out = run(command(cluster, namespace, selector, tasks, "first"))
+    finally:
+        watcher.stop()
+    assert watcher.errors == []
+    assert 0 < watcher.max_in_progress <= 2, watcher.max_in_progress
+    assert watcher.max_down <= 3, watcher.max_down
+    assert maintained(log) == dict.fromkeys(names, 1)
+    state = record(api, namespace, "first")
+    assert {n: r["state"] for n, r in state.items()} == dict.fromkeys(names, "done")
+    waves = sorted({r["wave"] for r in state.values()})
+    assert waves == list(range(1, len(waves) + 1)) and len(waves) >= 3, waves  # 6 nodes, 2 at a time
+    for r in state.values():
+        assert r["requested"] <= r["admitted"] <= r["ready"] <= r["started"] <= r["finished"] <= r["back"], r
+    assert our_requests(api, namespace) == []
+    assert cordoned(api, names) == []
+    assert "Wave 1:" in out and "outcome" in out  # the waves as they happen, and the summary table
+    for node in names:
+        assert node in out
+
+    again = run(command(cluster, namespace, selector, tasks, "first"))
+    assert "Wave " not in again.replace("waves: ", "")
+    assert maintained(log) == dict.fromkeys(names, 1)
+    assert our_requests(api, namespace) == []
+
+
+def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
+    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    cmd = command(cluster, namespace, selector, tasks, "killed", "-e", "rolling_simulated_reboot_seconds=4")
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+
+        def in_a_wave() -> bool | None:
+            try:
+                state = record(api, namespace, "killed")
+            except k8s.ApiException:
+                return None
+            return (any(r["state"] == "maintaining" for r in state.values()) and bool(maintained(log))) or None
+
+        kwok.wait_until(in_a_wave, 120, "a wave in its maintenance")
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    interrupted = {n for n, r in record(api, namespace, "killed").items() if r["state"] == "maintaining"}
+    assert interrupted
+    assert our_requests(api, namespace), "the killed run left its requests"
+
+    out = run(command(cluster, namespace, selector, tasks, "killed"))
+    counts = maintained(log)
+    assert all(count == 1 for count in counts.values()), counts
+    assert set(counts) == set(names)  # the interrupted ones were maintained by the first run
+    state = record(api, namespace, "killed")
+    assert {n for n, r in state.items() if r["state"] == "interrupted"} == interrupted
+    assert {n for n, r in state.items() if r["state"] == "done"} == set(names) - interrupted
+    assert our_requests(api, namespace) == []
+    assert cordoned(api, names) == []
+    assert "interrupted" in out
+
+
+def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
+    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    selector, names = fleet
+    broken = names[0]
+    tasks, log = tasks_file(tmp_path, fail_on=broken)
+    out = run(
+        command(cluster, namespace, selector, tasks, "broken", "-e", "rolling_max_fail_percentage=20"), expect_rc=2
+    )
+    state = record(api, namespace, "broken")
+    assert state[broken]["state"] == "failed" and "firmware update failed" in state[broken]["message"]
+    assert {n for n, r in state.items() if r["state"] == "done"} == set(names) - {broken}, out[-5000:]
+    left = our_requests(api, namespace)
+    assert [r["spec"]["nodeName"] for r in left] == [broken]
+    assert lc.NodeMaintenanceView.from_dict(left[0]).phase == lc.PHASE_REQUESTOR_FAILED
+    failed_condition = [c for c in left[0]["status"]["conditions"] if c["type"] == "RequestorFailed"]
+    assert failed_condition and failed_condition[0]["status"] == "True"
+    assert left[0]["metadata"]["annotations"][lc.GC_IGNORE_ANNOTATION] == "true"
+    assert cordoned(api, names) == [broken]
+    assert f"need a look: {broken}." in out
+    assert maintained(log) == dict.fromkeys(names, 1)
+
+
+def test_bad_input_changes_nothing(
+    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    _selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    out = run(
+        command(cluster, namespace, "", tasks, "bad", "-e", json.dumps({"rolling_nodes": [names[0], "no-such-node"]})),
+        expect_rc=2,
+    )
+    assert "no-such-node not found" in out
+    assert our_requests(api, namespace) == []
+    assert maintained(log) == {}
+    bad_limit = {"rolling_nodes": names[:1], "rolling_max_unavailable": "ten"}
+    out = run(command(cluster, namespace, "", tasks, "bad", "-e", json.dumps(bad_limit)), expect_rc=2)
+    assert "rolling_max_unavailable" in out
+    assert our_requests(api, namespace) == []
