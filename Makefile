@@ -20,7 +20,7 @@ ANSIBLE_VERSION := $(shell sed -n 's/^ansible-core==\([0-9]*\.[0-9]*\).*/\1/p' t
 CORE_COMPAT := 2.16.19
 COMPAT_VENV := $(BUILD)/core-$(CORE_COMPAT)
 
-.PHONY: test venv binaries lint unit integration sanity ansible-lint molecule build-check compat cluster-up cluster-down cluster-status clean
+.PHONY: test venv binaries lint unit integration sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
 
 test: venv binaries lint unit integration sanity ansible-lint molecule build-check
 	@echo "make test: all checks passed"
@@ -98,6 +98,10 @@ compat: venv binaries
 	    ansible-core==$(CORE_COMPAT) kubernetes pytest hypothesis cryptography; fi
 	$(COMPAT_VENV)/bin/python -m pytest -q tests/unit tests/integration/test_cordon.py tests/integration/test_crds.py \
 	  tests/integration/test_inventory.py
+
+# A rolling maintenance of 24 simulated nodes on the local control plane (tests/cluster/demo.py).
+demo: venv binaries
+	$(BIN)/python tests/cluster/demo.py
 
 # For people: a control plane that stays up until cluster-down.
 cluster-up: venv binaries

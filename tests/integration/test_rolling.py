@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +20,16 @@ from typing import Any
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import STATE_KEY, record_name
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    ReconcileOptions,
+    Reconciler,
+)
 from cluster import kwok
-from integration.test_maintenance_acceptance import Monitor, api_client
+from integration.test_maintenance_acceptance import api_client
 from integration.test_maintenance_reconcile import GROUP, NM_PLURAL, VERSION
 from kubernetes import client as k8s
 from support.ansible_cli import BIN, clean_env
+from support.monitor import Monitor
 
 pytestmark = pytest.mark.integration
 
@@ -145,9 +151,10 @@ def env() -> dict[str, str]:
     return clean_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_HOST_KEY_CHECKING": "False"})
 
 
-def run(cmd: list[str], expect_rc: int = 0) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=600, check=False)
-    assert proc.returncode == expect_rc, proc.stdout[-6000:] + proc.stderr[-3000:]
+def run(cmd: list[str], expect_rc: int | None = 0, timeout: float = 600) -> str:
+    """Run a command (ansible-playbook); its output. ``expect_rc`` None: any exit code."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=timeout, check=False)
+    assert expect_rc is None or proc.returncode == expect_rc, proc.stdout[-6000:] + proc.stderr[-3000:]
     return proc.stdout
 
 
@@ -275,3 +282,63 @@ def test_bad_input_changes_nothing(
     out = run(command(cluster, namespace, "", tasks, "bad", "-e", json.dumps(bad_limit)), expect_rc=2)
     assert "rolling_max_unavailable" in out
     assert our_requests(api, namespace) == []
+
+
+def test_engine_operator_only_requests_and_waits_while_another_reconciler_works(
+    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """``rolling_engine: operator``: the playbook makes no pass of its own; a reconciler beside it (standing in for
+    the NVIDIA Maintenance Operator) prepares and releases the nodes."""
+    selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    stop = threading.Event()
+    reconciler = Reconciler(api_client(cluster, 8), ReconcileOptions(namespace=namespace, config_namespace=namespace))
+    passes: list[int] = []
+
+    def operator() -> None:
+        while not stop.is_set():
+            reconciler.run_pass()
+            passes.append(1)
+            stop.wait(0.3)
+
+    alone = command(cluster, namespace, selector, tasks, "operator", "-e", "rolling_engine=operator")
+    out = run([*alone, "-e", "rolling_wave_timeout=5"], expect_rc=2)
+    assert "became ready for its maintenance within 5s" in out, out[-3000:]
+    assert maintained(log) == {}
+    thread = threading.Thread(target=operator, daemon=True)
+    thread.start()
+    try:
+        out = run(command(cluster, namespace, selector, tasks, "operator", "-e", "rolling_engine=operator"))
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert passes
+    assert maintained(log) == dict.fromkeys(names, 1)
+    assert our_requests(api, namespace) == []
+    assert cordoned(api, names) == []
+
+
+def test_reconcile_playbook_prepares_a_request(
+    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]]
+) -> None:
+    _selector, names = fleet
+    objs = k8s.CustomObjectsApi(api)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "NodeMaintenance",
+        "metadata": {"name": "by-hand"},
+        "spec": {"requestorID": "someone.example.com", "nodeName": names[0], "drainSpec": {"force": True}},
+    }
+    objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, body)
+    variables = {
+        "reconcile_namespace": namespace,
+        "reconcile_config_namespace": namespace,
+        "reconcile_until_settled": True,
+        "reconcile_timeout": 120,
+        "reconcile_kubeconfig": str(cluster.kubeconfig),
+    }
+    out = run([str(BIN / "ansible-playbook"), "nodeops.maintenance.reconcile", "-e", json.dumps(variables)])
+    assert "settled" in out
+    obj = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "by-hand")
+    assert lc.NodeMaintenanceView.from_dict(obj).phase == lc.PHASE_READY
+    assert cordoned(api, names) == [names[0]]

@@ -193,7 +193,7 @@ def plan_start(
             continue
         if record.state == MAINTAINING:
             if interrupted == "rerun":
-                _requeue(record, "interrupted; queued again (interrupted policy rerun)")
+                _requeue(record, "interrupted; queued again (interrupted policy rerun)", now)
                 plan.rerun.append(node)
                 plan.request.append(node)
             elif interrupted == "fail":
@@ -204,8 +204,10 @@ def plan_start(
                 record.state, record.finished = INTERRUPTED, now
                 record.message = "the run stopped during its maintenance; released without running it again"
                 plan.release.append(node)
+        elif record.state == INTERRUPTED and record.back is None:
+            plan.release.append(node)  # a run stopped before it was released
         elif record.state == FAILED and retry_failed:
-            _requeue(record, "")
+            _requeue(record, "", now)
             plan.rerun.append(node)
             plan.request.append(node)
         elif record.state == PENDING:
@@ -215,9 +217,10 @@ def plan_start(
     return plan
 
 
-def _requeue(record: NodeRecord, message: str) -> None:
-    record.state, record.wave, record.message = PENDING, None, message
-    record.started = record.finished = record.back = None
+def _requeue(record: NodeRecord, message: str, now: float) -> None:
+    """Back to pending, timed afresh from ``now``."""
+    record.state, record.wave, record.message, record.requested = PENDING, None, message, now
+    record.admitted = record.ready = record.started = record.finished = record.back = None
 
 
 # ------------------------------------------------------------------------------------------ waves
@@ -229,14 +232,17 @@ class WaveDecision:
     queued: list[str] = field(default_factory=list)  # not admitted yet (Pending, or no request)
 
 
-def observe(run: RunRecord, phases: Mapping[str, str | None], now: float) -> None:
+def observe(run: RunRecord, phases: Mapping[str, str | None], now: float, since: float | None = None) -> None:
     """Note when each pending node was first seen admitted and drained (``phases``: node -> Ready reason,
-    "" before the first pass, None when the node has no request)."""
+    "" before the first pass, None when the node has no request).
+
+    ``since`` is when the pass (or look) that found ``phases`` began: a node admitted in it was admitted then,
+    as the scheduler acts first in a pass; its drain ended by ``now``."""
     for node in run.in_state(PENDING):
         record = run.nodes[node]
         phase = phases.get(node)
         if phase in ACTIVE_PHASES or phase in DRAINED_PHASES:
-            record.admitted = record.admitted or now
+            record.admitted = record.admitted or (now if since is None else min(since, now))
         if phase in DRAINED_PHASES:
             record.ready = record.ready or now
 
@@ -263,10 +269,15 @@ def choose_wave(run: RunRecord, phases: Mapping[str, str | None], now: float, ga
 def start_wave(run: RunRecord, nodes: Iterable[str], now: float) -> int:
     """Record ``nodes`` as handed to the maintenance tasks in a new wave; returns its number."""
     wave = run.last_wave + 1
-    for node in nodes:
+    chosen = list(dict.fromkeys(nodes))
+    for node in chosen:  # all or nothing
+        record = run.nodes.get(node)
+        if record is None or record.state != PENDING:
+            raise RollingError(
+                f"{node} is {record.state if record else 'not in the run'}, not pending; it cannot join a wave"
+            )
+    for node in chosen:
         record = run.nodes[node]
-        if record.state != PENDING:
-            raise RollingError(f"{node} is {record.state}, not pending; it cannot join a wave")
         record.state, record.wave, record.started = MAINTAINING, wave, now
     return wave
 

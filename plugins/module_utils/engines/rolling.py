@@ -152,7 +152,13 @@ class Rolling:
         if plan.rerun:
             self._clear_failed(plan.rerun)
         actions = self.requests.present(plan.request) if plan.request else []
-        released = self._release(run, plan.release) if plan.release else []
+        not_back = self._wait_ready(plan.release)
+        for node, why in not_back.items():  # interrupted and not back: for a person, like a failure
+            core.mark_failed(run, node, f"interrupted, then {why}", self.clock())
+            self._mark_failed_request(node, run.nodes[node].message)
+        if not_back:
+            self.save(run)
+        released = self._release(run, [n for n in plan.release if n not in not_back])
         self.save(run)
         changed = bool(plan.added or plan.release or plan.fail or plan.rerun) or any(
             a.action not in ("unchanged",) for a in actions
@@ -185,11 +191,12 @@ class Rolling:
             self.requests.present(missing)
         passes = 0
         while True:
+            began = self.clock()
             changed = self._pass()
             passes += 1
             phases, objects = self._phases(pending)
             now = self.clock()
-            core.observe(run, phases, now)
+            core.observe(run, phases, now, since=began)
             decision = core.choose_wave(run, phases, now, opts.gather)
             if decision.action == "take":
                 wave = core.start_wave(run, decision.nodes, now)
@@ -221,14 +228,16 @@ class Rolling:
             outcomes = core.sort_outcomes(run, succeeded, failed, self.clock())
         except core.RollingError as exc:
             raise RequestError(f"{exc}; report only the nodes of the current wave.") from None
-        self.save(run)
+        for node, why in outcomes.failed.items():
+            core.mark_failed(run, node, why, self.clock())
+        self.save(run)  # the failures reported are on record before any wait or release
         not_back = self._wait_ready(outcomes.succeeded)
         for node, why in not_back.items():
             outcomes.failed[node] = why
-        good = [n for n in outcomes.succeeded if n not in not_back]
-        for node, why in sorted(outcomes.failed.items()):
             core.mark_failed(run, node, why, self.clock())
-        self.save(run)  # failures are on record before the release of the others
+        good = [n for n in outcomes.succeeded if n not in not_back]
+        if not_back:
+            self.save(run)
         for node, why in sorted(outcomes.failed.items()):
             if not opts.release_failed:
                 self._mark_failed_request(node, why)
@@ -248,7 +257,15 @@ class Rolling:
     def summary(self) -> dict[str, Any]:
         run = self.load()
         rows = core.summary_rows(run)
-        return {"changed": False, "nodes": rows, "lines": core.render_summary(rows), **self._status(run)}
+        status = self._status(run)
+        backs = [r.back for r in run.nodes.values() if r.back is not None]
+        total = f"{max(backs) - run.started:.0f}s" if backs and run.started is not None else "-"
+        counts = ", ".join(f"{state} {count}" for state, count in status["counts"].items() if count)
+        lines = [
+            *core.render_summary(rows),
+            f"waves: {run.last_wave}; {counts}; from the first request to the last release: {total}",
+        ]
+        return {"changed": False, "nodes": rows, "lines": lines, **status}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _status(self, run: core.RunRecord) -> dict[str, Any]:

@@ -1,0 +1,192 @@
+"""Rolling maintenance of 200 simulated nodes with 10 pods each, maxParallelOperations 20: where the time goes.
+
+    .venv/bin/python benchmarks/rolling.py [--nodes 200] [--pods-per-node 10] [--mpo 20] [--reboot 2]
+
+Not part of ``make test``. Starts its own control plane (``tests/cluster``) in ``.build/bench-rolling``, adds the
+nodes and their pods (bare pods bound to each node, so the drain needs ``force``), installs the CRDs, and runs
+``ansible-playbook nodeops.maintenance.rolling_maintenance`` with the simulated reboot as the maintenance and as
+many forks as maxParallelOperations. It then reads the run's record (the ConfigMap the playbook keeps) and prints
+per wave: its nodes, the drain (the slowest of the wave, from admission to Ready), the maintenance (the slowest
+node's tasks), the release, and the overhead: the wave's share of the total beyond its drain and its
+maintenance (release, waiting for the next admission, Ansible's own task handling). Target (issue 5): at most
+2 s of overhead per wave.
+
+The baseline, measured in the same run: the sum over the waves of the drain and the maintenance alone, which a
+perfect driver would need; the script prints the total against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rfc3339  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (  # noqa: E402
+    STATE_KEY,
+    record_name,
+)
+from cluster import kwok  # noqa: E402
+from cluster.launcher import Cluster, _build_bindir  # noqa: E402
+from kubernetes import client as k8s  # noqa: E402
+
+BIN = Path(sys.executable).parent
+NAMESPACE = "bench"
+CONFIG_NAMESPACE = "nodeops-maintenance"
+
+
+def playbook(cluster: Cluster, name: str, extra: dict[str, Any], forks: int, log: Path) -> float:
+    env = {
+        **os.environ,
+        "K8S_AUTH_KUBECONFIG": str(cluster.kubeconfig),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_DISPLAY_SKIPPED_HOSTS": "false",
+        "ANSIBLE_HOST_KEY_CHECKING": "false",
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+    }
+    cmd = [str(BIN / "ansible-playbook"), f"nodeops.maintenance.{name}", "-f", str(forks), "-e", json.dumps(extra)]
+    began = time.monotonic()
+    with log.open("w") as out:
+        rc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+    if rc != 0:
+        raise SystemExit(f"{name} failed (rc {rc}); see {log}")
+    return time.monotonic() - began
+
+
+def add_pods(api: k8s.ApiClient, nodes: list[str], per_node: int) -> None:
+    core = k8s.CoreV1Api(api)
+
+    def create(node: str) -> None:
+        for index in range(per_node):
+            body = {
+                "metadata": {"name": f"{node}-{index}", "labels": {"app": "bench"}},
+                "spec": {
+                    "nodeName": node,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "registry.invalid/bench:1"}],
+                },
+            }
+            core.create_namespaced_pod(NAMESPACE, body)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, nodes))
+    total = len(nodes) * per_node
+    kwok.wait_until(
+        lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(NAMESPACE).items) >= total or None,
+        600,
+        f"{total} pods Running",
+    )
+
+
+def waves(records: list[dict[str, Any]], started: float, ended: float) -> list[dict[str, Any]]:
+    """Per wave: start, drain (of its own nodes), maintenance, release, and the overhead of its cycle."""
+    t = {
+        key: {r["node"]: rfc3339.to_epoch(r[key]) for r in records}
+        for key in ("admitted", "ready", "started", "finished", "back")
+    }
+    by_wave: dict[int, list[str]] = {}
+    for r in records:
+        by_wave.setdefault(r["wave"], []).append(r["node"])
+    out = []
+    for number in sorted(by_wave):
+        nodes = by_wave[number]
+        out.append(
+            {
+                "wave": number,
+                "nodes": len(nodes),
+                "start": min(t["started"][n] for n in nodes),
+                "drain": max(t["ready"][n] - t["admitted"][n] for n in nodes),
+                "maintenance": max(t["finished"][n] - t["started"][n] for n in nodes),
+                "release": max(t["back"][n] for n in nodes) - max(t["finished"][n] for n in nodes),
+                "first_admitted": min(t["admitted"][n] for n in nodes),
+            }
+        )
+    # The cycle of wave i: from its start to the next wave's start (the end of the run for the last one). It holds
+    # wave i's maintenance and the next wave's drain; the rest is overhead. The first wave's own drain and the time
+    # before it (requests, the first pass) are counted as the overhead of a wave 0.
+    for index, wave in enumerate(out):
+        nxt = out[index + 1] if index + 1 < len(out) else None
+        end = nxt["start"] if nxt else ended
+        wave["cycle"] = end - wave["start"]
+        wave["overhead"] = wave["cycle"] - wave["maintenance"] - (nxt["drain"] if nxt else 0.0)
+    if out:
+        out[0]["lead_in"] = out[0]["start"] - started - out[0]["drain"]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--pods-per-node", type=int, default=10)
+    parser.add_argument("--mpo", type=int, default=20, help="maxParallelOperations (and forks)")
+    parser.add_argument("--reboot", type=float, default=2, help="seconds of each simulated reboot")
+    args = parser.parse_args()
+
+    workdir = ROOT / ".build" / "bench-rolling"
+    cluster = Cluster(workdir, _build_bindir()).start()
+    api = kwok.api_client(cluster.kubeconfig)
+    try:
+        print(f"Kubernetes {cluster.k8s_version}; {args.nodes} nodes x {args.pods_per_node} pods, mpo {args.mpo}")
+        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        nodes = kwok.add_nodes(api, args.nodes, prefix="bench", labels={"bench": "rolling"})
+        kwok.wait_nodes_ready(api, nodes, timeout=300)
+        kwok.wait_until(
+            lambda: k8s.CoreV1Api(api).list_namespaced_service_account(NAMESPACE).items or None, 60, "ServiceAccount"
+        )
+        add_pods(api, nodes, args.pods_per_node)
+        playbook(cluster, "install", {}, 5, workdir / "install.log")
+        run_id = f"bench-{int(time.time())}"
+        extra = {
+            "rolling_run_id": run_id,
+            "rolling_node_selector": "bench=rolling",
+            "rolling_max_parallel_operations": args.mpo,
+            "rolling_max_unavailable": args.mpo,
+            "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml",
+            "rolling_simulated_reboot_seconds": args.reboot,
+            "rolling_drain_spec": {"force": True, "timeout_seconds": 300},
+            "rolling_gather_seconds": 5,
+        }
+        log = workdir / "rolling.log"
+        began = time.time()
+        total = playbook(cluster, "rolling_maintenance", extra, args.mpo, log)
+        ended = time.time()
+        cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
+        records = json.loads(cm.data[STATE_KEY])
+        assert all(r["state"] == "done" for r in records), "not every node is done"
+        table = waves(records, began, ended)
+        print(f"\n{'wave':>4} {'nodes':>5} {'drain':>7} {'maint.':>7} {'release':>7} {'cycle':>7} {'overhead':>8}")
+        for w in table:
+            print(
+                f"{w['wave']:>4} {w['nodes']:>5} {w['drain']:>6.1f}s {w['maintenance']:>6.1f}s {w['release']:>6.1f}s "
+                f"{w['cycle']:>6.1f}s {w['overhead']:>7.1f}s"
+            )
+        overheads = [w["overhead"] for w in table]
+        ideal = sum(w["drain"] + w["maintenance"] for w in table)
+        print(f"\nlead-in (start of ansible-playbook to the first wave, beyond its drain): {table[0]['lead_in']:.1f}s")
+        print(
+            f"overhead per wave: mean {statistics.mean(overheads):.2f}s, median {statistics.median(overheads):.2f}s, "
+            f"max {max(overheads):.2f}s (target: at most 2 s)"
+        )
+        print(
+            f"total {total:.1f}s for {len(table)} waves; drain + maintenance alone (baseline) {ideal:.1f}s; "
+            f"ratio {total / ideal:.2f}x"
+        )
+        print(f"playbook output: {log}")
+        return 0
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,631 @@
+"""engines/rolling.py (class Rolling) against the in-memory API of test_engine_maintenance: the record in a
+ConfigMap, requests, waves, outcomes, releases and what a later run does after a killed one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rolling as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import ReconcileOptions
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
+    FAILED_REASON,
+    Rolling,
+    RunOptions,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
+    CONFIGMAPS,
+    MAINTENANCE_CONFIGS,
+    NODE_MAINTENANCES,
+    NODES,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from unit.test_engine_maintenance import NS, FakeApi, node
+
+RUN = "chg-1234"
+REQUESTOR = "upgrades.example.com"
+CFG = "cfg"
+RECORD = "nodeops-rolling-chg-1234"
+NO_RESULT = "no result from its maintenance tasks (host unreachable, or its tasks stopped)"
+
+
+class Crash(Exception):
+    """The playbook was killed: raised by the API at a chosen write."""
+
+
+class Api(FakeApi):
+    """FakeApi with a clock that moves on at every list (one look at the cluster), an optional stand-in for the
+    operator that makes new requests Ready, hooks run at every look, and a crash at the n-th write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tick = 1.0
+        self.auto_ready = False
+        self.hooks: list[Callable[[Api], None]] = []
+        self.crash_at: int | None = None
+        self.write_count = 0
+        self.lists = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def _write(self) -> None:
+        self.write_count += 1
+        if self.crash_at is not None and self.write_count == self.crash_at:
+            raise Crash(f"killed at write {self.write_count}")
+
+    def list(self, res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        self.now += self.tick
+        self.lists += 1
+        if res is NODE_MAINTENANCES:
+            for hook in list(self.hooks):
+                hook(self)
+            if self.auto_ready:
+                for obj in self.requests():
+                    if not (obj.get("status") or {}).get("conditions"):
+                        self.set_phase(obj["spec"]["nodeName"], lc.PHASE_READY)
+        return super().list(res, namespace, **kw)
+
+    def create(self, res: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        self._write()
+        return super().create(res, body, namespace)
+
+    def replace(self, res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        self._write()
+        return super().replace(res, body, subresource)
+
+    def delete(self, res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
+        self._write()
+        return super().delete(res, name, namespace, **kw)
+
+    # -- for the tests ---------------------------------------------------------------------------
+    def requests(self) -> list[dict[str, Any]]:
+        return [o for (plural, _ns, _n), o in self.objects.items() if plural == NODE_MAINTENANCES.plural]
+
+    def request(self, node_name: str) -> dict[str, Any] | None:
+        """The request of the run's requestor (owned or joined) for the node."""
+        found = [
+            o
+            for o in self.requests()
+            if o["spec"]["nodeName"] == node_name
+            and REQUESTOR in (o["spec"].get("requestorID"), *(o["spec"].get("additionalRequestors") or []))
+        ]
+        assert len(found) <= 1
+        return found[0] if found else None
+
+    def set_phase(self, node_name: str, phase: str) -> None:
+        """What the operator writes: the Ready condition with the phase as its reason."""
+        obj = self.request(node_name)
+        assert obj is not None, node_name
+        conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] != "Ready"]
+        conditions.append({"type": "Ready", "status": str(phase == lc.PHASE_READY), "reason": phase})
+        obj["status"] = {**(obj.get("status") or {}), "conditions": conditions}
+        self._bump(obj)
+
+    def condition(self, node_name: str, kind: str) -> dict[str, Any] | None:
+        obj = self.request(node_name)
+        assert obj is not None
+        return next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
+
+    def record(self) -> dict[str, dict[str, Any]]:
+        cm = self.objects.get((CONFIGMAPS.plural, CFG, RECORD))
+        assert cm is not None, "no record"
+        return {n["node"]: n for n in json.loads(cm["data"][core.STATE_KEY])}
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        obj = self.objects[(NODES.plural, None, name)]
+        obj["status"] = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+
+
+@pytest.fixture
+def api() -> Api:
+    fake = Api()
+    for name in ("n0", "n1", "n2", "n3"):
+        fake.add(NODES, node(name))
+    return fake
+
+
+def rolling(api: Api, **options: Any) -> Rolling:
+    """A fresh Rolling, as each step of the playbook makes (a module run): nothing kept in memory."""
+    defaults: dict[str, Any] = {
+        "run_id": RUN,
+        "requestor": REQUESTOR,
+        "namespace": NS,
+        "record_namespace": CFG,
+        "spec": {"cordon": True},
+        "engine": "operator",
+        "interval": 0.0,
+        "gather": 30.0,
+        "wave_timeout": 300.0,
+        "node_ready_timeout": 20.0,
+        "release_timeout": 20.0,
+    }
+    return Rolling(api, RunOptions(**{**defaults, **options}), clock=api.clock, monotonic=api.clock)  # type: ignore[arg-type]
+
+
+def started(api: Api, *nodes: str, **options: Any) -> dict[str, Any]:
+    return rolling(api, **options).start(list(nodes), "release", False)
+
+
+def first_wave(api: Api, *nodes: str, **options: Any) -> dict[str, Any]:
+    started(api, *nodes, **options)
+    for name in nodes:
+        api.set_phase(name, lc.PHASE_READY)
+    wave = rolling(api, **options).next_wave()
+    assert wave["nodes"] == sorted(nodes)
+    return wave
+
+
+# ============================================================================== start
+def test_start_records_the_run_and_requests_every_target(api: Api) -> None:
+    result = started(api, "n1", "n0")
+    assert result["changed"] is True
+    assert result["added"] == ["n1", "n0"] and result["pending"] == ["n0", "n1"]
+    assert [(r["node"], r["action"]) for r in result["requested"]] == [("n1", "created"), ("n0", "created")]
+    assert result["record"] == f"{CFG}/{RECORD}" and result["run_id"] == RUN
+    assert result["counts"] == {"pending": 2, "maintaining": 0, "done": 0, "failed": 0, "interrupted": 0}
+    assert result["complete"] is False and result["waves"] == 0
+    cm = api.obj(CONFIGMAPS, RECORD, CFG)
+    assert cm is not None and cm["metadata"]["annotations"]["maintenance.nodeops.io/run-id"] == RUN
+    assert json.loads(cm["data"][core.RUN_KEY])["requestor"] == REQUESTOR
+    assert set(api.record()) == {"n0", "n1"} and api.record()["n0"]["state"] == core.PENDING
+    for name in ("n0", "n1"):
+        obj = api.request(name)
+        assert obj is not None
+        assert obj["metadata"]["name"] == f"{REQUESTOR}-{name}"
+        assert obj["spec"] == {"requestorID": REQUESTOR, "nodeName": name, "cordon": True}
+    assert api.request("n2") is None
+
+
+def test_start_again_changes_nothing(api: Api) -> None:
+    started(api, "n0", "n1")
+    again = started(api, "n0", "n1")
+    assert again["changed"] is False
+    assert again["added"] == [] and again["pending"] == ["n0", "n1"]
+    assert [r["action"] for r in again["requested"]] == ["unchanged", "unchanged"]
+    assert len(api.requests()) == 2
+
+
+def test_start_adds_new_targets_to_a_run(api: Api) -> None:
+    started(api, "n0")
+    result = started(api, "n0", "n2")
+    assert result["changed"] is True and result["added"] == ["n2"] and result["pending"] == ["n0", "n2"]
+    assert api.request("n2") is not None
+
+
+def test_start_refuses_nodes_that_do_not_exist_and_writes_nothing(api: Api) -> None:
+    with pytest.raises(RequestError, match="nX not found"):
+        started(api, "n0", "nX")
+    assert api.write_count == 0 and api.obj(CONFIGMAPS, RECORD, CFG) is None
+
+
+def test_start_without_targets_is_an_error(api: Api) -> None:
+    with pytest.raises(RequestError, match="No target nodes"):
+        rolling(api).start([], "release", False)
+
+
+def test_a_record_of_another_requestor_is_an_error_that_names_the_configmap(api: Api) -> None:
+    started(api, "n0", requestor="someone.example.com")
+    with pytest.raises(RequestError, match=f"ConfigMap {CFG}/{RECORD}.*Delete it"):
+        started(api, "n0")
+
+
+def test_a_run_id_is_stored_under_its_record_name(api: Api) -> None:
+    rolling(api, run_id="CHG 77").start(["n0"], "release", False)
+    cms = [k for k in api.objects if k[0] == CONFIGMAPS.plural]
+    assert cms == [(CONFIGMAPS.plural, CFG, core.record_name("CHG 77"))]
+
+
+# ============================================================================== next_wave
+def test_next_wave_hands_out_the_drained_nodes_recorded_before_it_returns(api: Api) -> None:
+    started(api, "n0", "n1", "n2")
+    api.set_phase("n0", lc.PHASE_READY)
+    api.set_phase("n1", lc.PHASE_READY)
+    wave = rolling(api).next_wave()
+    assert wave["changed"] is True and wave["wave"] == 1 and wave["nodes"] == ["n0", "n1"]
+    assert wave["done"] is False and wave["abort"] is False
+    assert wave["queued"] == ["n2"] and wave["busy"] == []
+    assert wave["counts"]["maintaining"] == 2 and wave["waves"] == 1
+    record = api.record()
+    assert [record[n]["state"] for n in ("n0", "n1", "n2")] == ["maintaining", "maintaining", "pending"]
+    assert record["n0"]["wave"] == 1 and record["n0"]["started"] is not None and record["n0"]["ready"] is not None
+    # admitted: when the look that found it began; drained: when that look ended
+    assert core.rfc3339.to_epoch(record["n0"]["admitted"]) < core.rfc3339.to_epoch(record["n0"]["ready"])  # type: ignore[operator]
+
+
+def test_next_wave_waits_for_nodes_on_their_way_until_gather_seconds(api: Api) -> None:
+    api.tick = 5.0
+    started(api, "n0", "n1")
+    api.set_phase("n0", lc.PHASE_READY)
+    api.set_phase("n1", lc.PHASE_DRAINING)
+    before = api.now
+    wave = rolling(api, gather=30.0).next_wave()
+    assert wave["nodes"] == ["n0"] and wave["busy"] == ["n1"]
+    assert wave["passes"] > 1
+    record = api.record()
+    ready = core.rfc3339.to_epoch(record["n0"]["ready"])
+    started_at = core.rfc3339.to_epoch(record["n0"]["started"])
+    assert ready is not None and started_at is not None
+    assert started_at - ready >= 30.0 and ready > before
+    assert record["n1"]["state"] == core.PENDING and record["n1"]["admitted"] is not None
+
+
+def test_next_wave_takes_the_late_node_too_when_it_is_drained_within_gather(api: Api) -> None:
+    started(api, "n0", "n1")
+    api.set_phase("n0", lc.PHASE_READY)
+    api.set_phase("n1", lc.PHASE_CORDON)
+    looks = []
+
+    def drain_n1(fake: Api) -> None:
+        looks.append(fake.now)
+        if len(looks) == 3:
+            fake.set_phase("n1", lc.PHASE_READY)
+
+    api.hooks.append(drain_n1)
+    wave = rolling(api, gather=30.0).next_wave()
+    assert wave["nodes"] == ["n0", "n1"] and wave["busy"] == []
+
+
+def test_next_wave_times_out_naming_what_blocks_and_keeps_what_it_saw(api: Api) -> None:
+    api.tick = 5.0
+    started(api, "n0", "n1")
+    api.set_phase("n0", lc.PHASE_DRAINING)
+    with pytest.raises(RequestError) as info:
+        rolling(api, wave_timeout=30.0).next_wave()
+    assert f"No node of run {RUN!r} became ready" in info.value.msg
+    assert f"{NS}/{REQUESTOR}-n0 on n0: Draining" in info.value.msg
+    assert f"{NS}/{REQUESTOR}-n1 on n1: new" in info.value.msg
+    record = api.record()
+    assert record["n0"]["admitted"] is not None and record["n0"]["state"] == core.PENDING
+    assert record["n1"]["admitted"] is None
+
+
+def test_next_wave_requests_again_a_request_that_went_missing(api: Api) -> None:
+    started(api, "n0", "n1")
+    gone = api.request("n1")
+    assert gone is not None
+    del api.objects[(NODE_MAINTENANCES.plural, NS, gone["metadata"]["name"])]
+    api.set_phase("n0", lc.PHASE_READY)
+    wave = rolling(api).next_wave()
+    assert wave["nodes"] == ["n0"] and wave["queued"] == ["n1"]  # a request not admitted does not hold n0 back
+    again = api.request("n1")
+    assert again is not None and again["spec"]["requestorID"] == REQUESTOR
+
+
+def test_next_wave_sees_a_request_this_requestor_joined(api: Api) -> None:
+    other = {
+        "metadata": {"name": "other-n0", "namespace": NS},
+        "spec": {"nodeName": "n0", "requestorID": "other.example.com"},
+    }
+    api.add(NODE_MAINTENANCES, other)
+    result = started(api, "n0")
+    assert [r["action"] for r in result["requested"]] == ["joined"]
+    api.set_phase("n0", lc.PHASE_READY)
+    assert rolling(api).next_wave()["nodes"] == ["n0"]
+
+
+def test_next_wave_ignores_requests_of_other_requestors_and_nodes(api: Api) -> None:
+    started(api, "n0")
+    api.add(
+        NODE_MAINTENANCES, {"metadata": {"name": "x", "namespace": NS}, "spec": {"nodeName": "n0", "requestorID": "x"}}
+    )
+    api.set_phase("n0", lc.PHASE_DRAINING)
+    for obj in api.requests():  # the other requestor's request on n0 is Ready: not ours
+        if obj["metadata"]["name"] == "x":
+            obj["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
+    with pytest.raises(RequestError):
+        rolling(api, wave_timeout=10.0).next_wave()
+
+
+def test_next_wave_is_done_when_no_node_is_pending(api: Api) -> None:
+    first_wave(api, "n0")
+    result = rolling(api).next_wave()
+    assert result["done"] is True and result["wave"] is None and result["nodes"] == [] and result["changed"] is False
+    assert result["complete"] is False  # n0 is still in its maintenance
+
+
+def test_next_wave_aborts_once_more_than_max_fail_percentage_failed(api: Api) -> None:
+    first_wave(api, "n0", "n1")
+    rolling(api).finish(["n0"], {"n1": "boom"})
+    started(api, "n2")
+    api.set_phase("n2", lc.PHASE_READY)
+    result = rolling(api, max_fail_percentage=33).next_wave()  # 1 of 3 failed: 33.3% > 33
+    assert result["abort"] is True and result["nodes"] == [] and result["done"] is False
+    assert api.record()["n2"]["state"] == core.PENDING
+    assert rolling(api, max_fail_percentage=34).next_wave()["nodes"] == ["n2"]
+
+
+# ============================================================================== finish
+def test_finish_releases_the_good_and_leaves_the_failed_cordoned(api: Api) -> None:
+    first_wave(api, "n0", "n1", "n2")
+    result = rolling(api).finish(["n0"], {"n1": "firmware update failed"})
+    assert result["changed"] is True
+    assert result["maintained"] == ["n0"] and result["released"] == ["n0"]
+    assert result["failures"] == {"n1": "firmware update failed", "n2": NO_RESULT}
+    assert result["abort"] is True  # max_fail_percentage 0
+    assert result["need_a_look"] == result["failed_nodes"] == ["n1", "n2"] and result["interrupted_nodes"] == []
+    assert result["complete"] is True
+    assert api.request("n0") is None
+    for name, why in (("n1", "firmware update failed"), ("n2", NO_RESULT)):
+        obj = api.request(name)
+        assert obj is not None and obj["metadata"]["annotations"][lc.GC_IGNORE_ANNOTATION] == "true"
+        cond = api.condition(name, lc.CONDITION_REQUESTOR_FAILED)
+        assert cond is not None
+        assert (cond["status"], cond["reason"], cond["message"]) == ("True", FAILED_REASON, why)
+        assert cond["lastTransitionTime"].endswith("Z")
+    record = api.record()
+    assert record["n0"]["state"] == core.DONE and record["n0"]["back"] is not None
+    assert record["n1"]["state"] == core.FAILED and record["n1"]["message"] == "firmware update failed"
+    assert record["n1"]["back"] is None and record["n1"]["finished"] is not None
+
+
+def test_finish_records_the_failures_before_it_releases_anything(api: Api) -> None:
+    first_wave(api, "n0", "n1")
+    records: list[dict[str, Any]] = []
+
+    original = api.delete
+
+    def spy(res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
+        records.append(api.record())
+        return original(res, name, namespace, **kw)
+
+    api.delete = spy  # type: ignore[method-assign]
+    rolling(api).finish(["n0"], {"n1": "boom"})
+    assert records and records[0]["n1"]["state"] == core.FAILED and records[0]["n0"]["finished"] is not None
+
+
+def test_finish_fails_a_node_that_is_not_ready_in_kubernetes_in_time(api: Api) -> None:
+    first_wave(api, "n0", "n1")
+    api.set_node_ready("n0", False)
+    result = rolling(api, node_ready_timeout=10.0).finish(["n0", "n1"], {})
+    assert result["maintained"] == ["n1"]
+    assert result["failures"] == {"n0": "not Ready in Kubernetes 10s after its maintenance"}
+    assert api.request("n0") is not None and api.request("n1") is None
+    cond = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
+    assert cond is not None and cond["status"] == "True"
+    assert api.record()["n0"]["state"] == core.FAILED
+
+
+def test_finish_waits_for_a_node_that_comes_back_in_time(api: Api) -> None:
+    first_wave(api, "n0")
+    api.set_node_ready("n0", False)
+    seen: list[int] = []
+    original = api.list
+
+    def list_nodes(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        if res is NODES:
+            seen.append(1)
+            if len(seen) == 4:
+                api.set_node_ready("n0", True)
+        return original(res, namespace, **kw)
+
+    api.list = list_nodes  # type: ignore[method-assign]
+    result = rolling(api, node_ready_timeout=60.0).finish(["n0"], {})
+    assert result["maintained"] == ["n0"] and result["failures"] == {} and len(seen) >= 4
+    assert api.record()["n0"]["state"] == core.DONE
+
+
+def test_finish_fails_a_node_whose_node_object_is_gone(api: Api) -> None:
+    first_wave(api, "n0")
+    del api.objects[(NODES.plural, None, "n0")]
+    result = rolling(api, node_ready_timeout=5.0).finish(["n0"], {})
+    assert result["failures"] == {"n0": "the Node object is gone"}
+
+
+def test_finish_with_release_failed_releases_the_failed_nodes_too(api: Api) -> None:
+    first_wave(api, "n0", "n1")
+    result = rolling(api, release_failed=True).finish(["n0"], {"n1": "boom"})
+    assert result["released"] == ["n0", "n1"]
+    assert api.requests() == []
+    record = api.record()
+    assert record["n0"]["state"] == core.DONE
+    assert record["n1"]["state"] == core.FAILED and record["n1"]["back"] is not None
+    assert record["n1"]["message"] == "boom"
+
+
+def test_finish_refuses_nodes_outside_the_wave_and_changes_nothing(api: Api) -> None:
+    started(api, "n0", "n1")
+    api.set_phase("n0", lc.PHASE_READY)
+    assert rolling(api).next_wave()["nodes"] == ["n0"]
+    before = api.obj(CONFIGMAPS, RECORD, CFG)
+    with pytest.raises(RequestError, match="not in the current wave: n1; report only the nodes of the current wave"):
+        rolling(api).finish(["n0", "n1"], {})
+    assert api.obj(CONFIGMAPS, RECORD, CFG) == before
+
+
+def test_finish_within_the_fail_budget_does_not_abort(api: Api) -> None:
+    first_wave(api, "n0", "n1", "n2", "n3")
+    result = rolling(api, max_fail_percentage=25).finish(["n0", "n1", "n2"], {"n3": "x"})
+    assert result["abort"] is False and result["failed_percentage"] == 25.0
+
+
+def test_a_whole_run_ends_complete_with_a_summary(api: Api) -> None:
+    first_wave(api, "n0", "n1")
+    rolling(api).finish(["n0", "n1"], {})
+    summary = rolling(api).summary()
+    assert summary["changed"] is False and summary["complete"] is True
+    assert [(r["node"], r["wave"], r["outcome"]) for r in summary["nodes"]] == [("n0", 1, "done"), ("n1", 1, "done")]
+    assert summary["lines"][0].split() == ["node", "wave", "waited", "drained", "maintained", "back", "outcome"]
+    assert [line.split()[:2] for line in summary["lines"][1:3]] == [["n0", "1"], ["n1", "1"]]
+    assert all(isinstance(r["maintained"], float) for r in summary["nodes"])
+    assert not any(line.startswith(("n0:", "n1:")) for line in summary["lines"])  # no message for done nodes
+    assert summary["lines"][-1].startswith("waves: 1; done 2; from the first request to the last release: ")
+    assert summary["counts"]["done"] == 2 and summary["waves"] == 1
+
+
+# ============================================================================== a later run after a killed one
+def test_a_restart_releases_a_node_left_in_its_maintenance(api: Api) -> None:
+    first_wave(api, "n0", "n1")  # the run dies during the maintenance
+    result = rolling(api).start(["n0", "n1"], "release", False)
+    assert result["interrupted"] == ["n0", "n1"] and result["released"] == ["n0", "n1"]
+    assert result["interrupted_nodes"] == result["need_a_look"] == ["n0", "n1"] and result["failed_nodes"] == []
+    assert result["pending"] == [] and result["changed"] is True
+    assert api.requests() == []
+    record = api.record()
+    assert record["n0"]["state"] == core.INTERRUPTED and record["n0"]["back"] is not None
+    # and is not handed out again
+    assert rolling(api).next_wave()["done"] is True
+
+
+def test_a_restart_with_interrupted_fail_leaves_the_node_cordoned(api: Api) -> None:
+    first_wave(api, "n0")
+    result = rolling(api).start(["n0"], "fail", False)
+    assert result["interrupted"] == ["n0"] and result["released"] == []
+    cond = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", FAILED_REASON)
+    assert "interrupted policy fail" in cond["message"]
+    assert api.record()["n0"]["state"] == core.FAILED
+    assert rolling(api).next_wave()["abort"] is True  # 1 of 1 failed
+    assert rolling(api, max_fail_percentage=100).next_wave()["done"] is True
+
+
+def test_a_restart_with_interrupted_rerun_hands_the_node_out_again(api: Api) -> None:
+    first_wave(api, "n0")
+    result = rolling(api).start(["n0"], "rerun", False)
+    assert result["requeued"] == ["n0"] and result["pending"] == ["n0"]
+    assert [r["action"] for r in result["requested"]] == ["unchanged"]  # the request is still there
+    wave = rolling(api).next_wave()
+    assert wave["nodes"] == ["n0"] and api.record()["n0"]["state"] == core.MAINTAINING
+
+
+def test_retry_failed_clears_the_requestor_failed_condition(api: Api) -> None:
+    first_wave(api, "n0")
+    rolling(api).finish([], {"n0": "boom"})
+    assert rolling(api).start(["n0"], "release", False)["finished"] == ["n0"]
+    result = rolling(api).start(["n0"], "release", True)
+    assert result["requeued"] == ["n0"] and result["pending"] == ["n0"]
+    cond = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", "Retried")
+    assert api.record()["n0"]["state"] == core.PENDING
+
+
+def test_a_release_cut_short_is_done_by_the_next_start(api: Api) -> None:
+    first_wave(api, "n0")
+    api.crash_at = api.write_count + 2  # start: save the record (1), then the delete of the request (2) dies
+    with pytest.raises(Crash):
+        rolling(api).start(["n0"], "release", False)
+    assert api.record()["n0"]["state"] == core.INTERRUPTED and api.request("n0") is not None
+    api.crash_at = None
+    rolling(api).start(["n0"], "release", False)
+    assert api.request("n0") is None
+    assert api.record()["n0"]["back"] is not None
+
+
+def test_a_failure_reported_by_the_tasks_survives_a_kill_while_finish_waits(api: Api) -> None:
+    first_wave(api, "n0", "n1")
+    api.set_node_ready("n0", False)  # n0 is still rebooting: finish waits for it
+    original = api.list
+
+    def killed_in_the_wait(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        if res is NODES:
+            raise Crash("killed while waiting for n0")
+        return original(res, namespace, **kw)
+
+    api.list = killed_in_the_wait  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        rolling(api).finish(["n0"], {"n1": "firmware update failed"})
+    api.list = original  # type: ignore[method-assign]
+    api.set_node_ready("n0", True)
+    rolling(api).start(["n0", "n1"], "release", False)
+    assert api.record()["n1"]["state"] == core.FAILED
+    assert api.request("n1") is not None  # left cordoned for a person
+
+
+# ============================================================================== conflicts
+def test_a_record_written_meanwhile_by_another_run_is_an_error(api: Api) -> None:
+    started(api, "n0")
+    api.conflicts[(CONFIGMAPS.plural, RECORD)] = 1
+    api.set_phase("n0", lc.PHASE_READY)
+    with pytest.raises(RequestError, match="changed by someone else"):
+        rolling(api).next_wave()
+    assert api.record()["n0"]["state"] == core.PENDING
+
+
+def test_two_runs_creating_the_same_record_is_an_error_for_the_second(api: Api) -> None:
+    first, second = rolling(api), rolling(api)
+    run = second.load()  # the second run read before the first created the record
+    first.start(["n0"], "release", False)
+    with pytest.raises(RequestError, match="changed by someone else"):
+        second.save(run)
+
+
+def test_writing_requestor_failed_is_retried_on_conflicts(api: Api) -> None:
+    first_wave(api, "n0")
+    obj = api.request("n0")
+    assert obj is not None
+    api.conflicts[(f"{NODE_MAINTENANCES.plural}/status", obj["metadata"]["name"])] = 2
+    rolling(api).finish([], {"n0": "boom"})
+    cond = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
+    assert cond is not None and cond["status"] == "True"
+
+
+def test_a_request_that_keeps_changing_is_an_error(api: Api) -> None:
+    first_wave(api, "n0")
+    obj = api.request("n0")
+    assert obj is not None
+    api.conflicts[(f"{NODE_MAINTENANCES.plural}/status", obj["metadata"]["name"])] = 99
+    with pytest.raises(RequestError, match="The request of n0 kept changing"):
+        rolling(api).finish([], {"n0": "boom"})
+    assert api.record()["n0"]["state"] == core.FAILED  # the outcome was recorded first
+
+
+# ============================================================================== the built-in engine
+def test_the_builtin_engine_runs_the_reconcile_passes_itself(api: Api) -> None:
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {}})
+    api.tick = 0.0
+    reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
+    started(api, "n0", engine="builtin", reconcile=reconcile)
+    wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
+    assert wave["nodes"] == ["n0"]
+    assert api.objects[(NODES.plural, None, "n0")]["spec"].get("unschedulable") is True  # cordoned by the pass
+    result = rolling(api, engine="builtin", reconcile=reconcile).finish(["n0"], {})
+    assert result["released"] == ["n0"] and api.request("n0") is None
+    assert "unschedulable" not in api.objects[(NODES.plural, None, "n0")]["spec"]
+
+
+# ============================================================================== at most once, with crashes
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("start"), st.sets(st.sampled_from(["n0", "n1", "n2"]), min_size=1)),
+        st.tuples(st.just("next_wave"), st.just(None)),
+        st.tuples(st.just("finish"), st.sets(st.sampled_from(["n0", "n1", "n2"]))),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS, st.lists(st.one_of(st.none(), st.integers(1, 6)), min_size=10, max_size=10))
+def test_property_no_node_is_handed_out_twice_whatever_step_is_killed(
+    steps: list[tuple[str, Any]], crashes: list[int | None]
+) -> None:
+    api = Api()
+    for name in ("n0", "n1", "n2"):
+        api.add(NODES, node(name))
+    api.auto_ready = True
+    handed: list[str] = []
+    for (step, arg), crash in zip(steps, crashes, strict=False):
+        api.crash_at = None if crash is None else api.write_count + crash
+        engine = rolling(api, max_fail_percentage=100)
+        try:
+            if step == "start":
+                engine.start(sorted(arg), "release", False)
+            elif step == "next_wave":
+                handed += engine.next_wave()["nodes"]
+            else:
+                wave = set(engine.load().in_state(core.MAINTAINING))
+                engine.finish(sorted(arg & wave), {})
+        except Crash:
+            pass
+        api.crash_at = None
+        assert len(handed) == len(set(handed)), handed
+    if api.objects.get((CONFIGMAPS.plural, CFG, RECORD)):
+        record = api.record()
+        for name in handed:
+            assert record[name]["state"] != core.PENDING and record[name]["wave"] is not None
