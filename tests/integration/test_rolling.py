@@ -219,7 +219,9 @@ def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
                 state = record(api, namespace, "killed")
             except k8s.ApiException:
                 return None
-            return (any(r["state"] == "maintaining" for r in state.values()) and bool(maintained(log))) or None
+            if any(r["state"] == "maintaining" for r in state.values()) and maintained(log):
+                return True
+            return None
 
         kwok.wait_until(in_a_wave, 120, "a wave in its maintenance")
         os.killpg(proc.pid, signal.SIGKILL)
