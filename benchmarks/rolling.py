@@ -93,7 +93,7 @@ def waves(records: list[dict[str, Any]], started: float, ended: float) -> list[d
     """Per wave: start, drain (of its own nodes), maintenance, release, and the overhead of its cycle."""
     t = {
         key: {r["node"]: rfc3339.to_epoch(r[key]) for r in records}
-        for key in ("admitted", "ready", "started", "finished", "back")
+        for key in ("admitted", "ready", "started", "began", "ended", "finished", "back")
     }
     by_wave: dict[int, list[str]] = {}
     for r in records:
@@ -107,7 +107,7 @@ def waves(records: list[dict[str, Any]], started: float, ended: float) -> list[d
                 "nodes": len(nodes),
                 "start": min(t["started"][n] for n in nodes),
                 "drain": max(t["ready"][n] - t["admitted"][n] for n in nodes),
-                "maintenance": max(t["finished"][n] - t["started"][n] for n in nodes),
+                "maintenance": max(t["ended"][n] - t["began"][n] for n in nodes),
                 "release": max(t["back"][n] for n in nodes) - max(t["finished"][n] for n in nodes),
                 "first_admitted": min(t["admitted"][n] for n in nodes),
             }

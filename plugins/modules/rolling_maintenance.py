@@ -108,6 +108,12 @@ options:
       - A node of the wave in neither O(succeeded) nor O(failed) (unreachable, or its tasks stopped) has failed.
     type: dict
     default: {}
+  timings:
+    description:
+      - With O(step=finish), node to the start and end (seconds since the epoch) of its maintenance tasks, for the
+        summary's C(maintained) column; without it, the time from the wave's start to this step is shown.
+    type: dict
+    default: {}
   then_next_wave:
     description:
       - With O(step=finish), go on with O(step=next_wave) in the same task, and return the next wave at the top of
@@ -344,6 +350,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "succeeded": {"type": "list", "elements": "str", "default": []},
     "failed": {"type": "dict", "default": {}},
     "then_next_wave": {"type": "bool", "default": False},
+    "timings": {"type": "dict", "default": {}},
     "gather_seconds": {"type": "float", "default": 30},
     "wave_timeout": {"type": "float", "default": 3600},
     "node_ready_timeout": {"type": "float", "default": 600},
@@ -405,6 +412,18 @@ def targets(module: K8sModule) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def timings(value: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """node -> (began, ended) from O(timings); entries that are not two numbers are left out."""
+    out = {}
+    for node, span in (value or {}).items():
+        try:
+            began, ended = (float(x) for x in span)
+        except (TypeError, ValueError):
+            continue
+        out[str(node)] = (began, ended)
+    return out
+
+
 def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
     """What a step would do, without writing."""
     p = module.params
@@ -458,7 +477,7 @@ def main() -> None:
             result = rolling.next_wave()
         elif step == "finish":
             failed = {str(k): str(v) for k, v in (p["failed"] or {}).items()}
-            result = rolling.finish(p["succeeded"], failed)
+            result = rolling.finish(p["succeeded"], failed, timings(p["timings"]))
             if p["then_next_wave"]:
                 finished = {k: result[k] for k in ("maintained", "failures", "released", "abort")}
                 result = {**rolling.next_wave(), "finished": finished, "changed": True}

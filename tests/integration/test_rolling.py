@@ -193,6 +193,7 @@ def test_every_node_once_in_waves_within_the_limits_and_a_second_run_does_nothin
     assert waves == list(range(1, len(waves) + 1)) and len(waves) >= 3, waves  # 6 nodes, 2 at a time
     for r in state.values():
         assert r["requested"] <= r["admitted"] <= r["ready"] <= r["started"] <= r["finished"] <= r["back"], r
+        assert r["started"] <= r["began"] <= r["ended"] <= r["finished"], r  # the tasks' own span, from the hosts
     assert our_requests(api, namespace) == []
     assert cordoned(api, names) == []
     assert "Wave 1:" in out and "outcome" in out  # the waves as they happen, and the summary table

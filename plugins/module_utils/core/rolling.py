@@ -48,7 +48,7 @@ STATE_KEY = "nodes.json"
 RUN_KEY = "run.json"
 NAME_PREFIX = "nodeops-rolling-"
 _DNS_LABEL = re.compile(r"[^a-z0-9-]+")
-_TIME_FIELDS = ("requested", "admitted", "ready", "started", "finished", "back")
+_TIME_FIELDS = ("requested", "admitted", "ready", "started", "began", "ended", "finished", "back")
 
 
 class RollingError(ValueError):
@@ -64,6 +64,8 @@ class NodeRecord:
     admitted: float | None = None  # first seen past Pending: the scheduler took it
     ready: float | None = None  # first seen drained (Ready)
     started: float | None = None  # handed to the maintenance tasks
+    began: float | None = None  # the maintenance tasks' own start and end on the host, as the playbook reports them
+    ended: float | None = None
     finished: float | None = None  # the tasks reported back
     back: float | None = None  # Ready in Kubernetes again and released (or left, when failed)
     message: str = ""
@@ -221,6 +223,7 @@ def _requeue(record: NodeRecord, message: str, now: float) -> None:
     """Back to pending, timed afresh from ``now``."""
     record.state, record.wave, record.message, record.requested = PENDING, None, message, now
     record.admitted = record.ready = record.started = record.finished = record.back = None
+    record.began = record.ended = None
 
 
 # ------------------------------------------------------------------------------------------ waves
@@ -289,10 +292,20 @@ class Outcomes:
     failed: dict[str, str]  # node -> why
 
 
-def sort_outcomes(run: RunRecord, succeeded: Iterable[str], failed: Mapping[str, str], now: float) -> Outcomes:
+def sort_outcomes(
+    run: RunRecord,
+    succeeded: Iterable[str],
+    failed: Mapping[str, str],
+    now: float,
+    timings: Mapping[str, Sequence[float]] | None = None,
+) -> Outcomes:
     """Match what the tasks reported to the nodes in their wave. A node of the wave that reported neither
-    (unreachable, or its tasks stopped) has failed; a report for a node not in a wave is an error."""
+    (unreachable, or its tasks stopped) has failed; a report for a node not in a wave is an error.
+    ``timings``: node -> (began, ended) of its maintenance tasks, kept for the summary."""
     maintaining = set(run.in_state(MAINTAINING))
+    for node, span in (timings or {}).items():
+        if node in maintaining and len(span) == 2 and span[0] <= span[1]:
+            run.nodes[node].began, run.nodes[node].ended = float(span[0]), float(span[1])
     unknown = sorted((set(succeeded) | set(failed)) - maintaining)
     if unknown:
         raise RollingError(f"not in the current wave: {', '.join(unknown)}")
@@ -358,8 +371,10 @@ def summary_rows(run: RunRecord) -> list[dict[str, Any]]:
                 "outcome": record.state,
                 "waited": _span(record.requested, record.admitted),
                 "drained": _span(record.admitted, record.ready),
-                "maintained": _span(record.started, record.finished),
-                "back": _span(record.finished, record.back),
+                "maintained": _span(record.began, record.ended)
+                if record.ended is not None
+                else _span(record.started, record.finished),
+                "back": _span(record.ended or record.finished, record.back),
                 "message": record.message,
             }
         )

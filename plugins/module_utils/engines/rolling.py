@@ -221,11 +221,16 @@ class Rolling:
                 )
             self._pause(changed, deadline)
 
-    def finish(self, succeeded: Sequence[str], failed: Mapping[str, str]) -> dict[str, Any]:
+    def finish(
+        self,
+        succeeded: Sequence[str],
+        failed: Mapping[str, str],
+        timings: Mapping[str, Sequence[float]] | None = None,
+    ) -> dict[str, Any]:
         opts = self.options
         run = self.load()
         try:
-            outcomes = core.sort_outcomes(run, succeeded, failed, self.clock())
+            outcomes = core.sort_outcomes(run, succeeded, failed, self.clock(), timings)
         except core.RollingError as exc:
             raise RequestError(f"{exc}; report only the nodes of the current wave.") from None
         for node, why in outcomes.failed.items():
