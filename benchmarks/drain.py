@@ -21,9 +21,12 @@ Every round measures, on five fresh nodes:
 
 Each drained Deployment is scaled to 0 right after its drain, outside the timings, and its pods are waited
 for, so that its Pending replacements (created, then deleted, by the ReplicaSet controller) do not load the
-control plane during the next drain. A watch on the pods records, for every
-drain, when the last eviction landed (last pod terminating), when the node was empty, and how long kwok
-took from "terminating" to "gone" (its deletion throughput bounds the fastest drain).
+control plane during the next drain. A watch on the pods records, for every drain, when the last eviction
+landed (last pod terminating), when the node was empty, and how long kwok took from "terminating" to
+"gone" (its deletion throughput bounds the fastest drain). For the whole commands it also prints the CPU
+seconds of the command and of the control plane meanwhile, and each round starts with the load average:
+other jobs on the machine slow our drain (CPU-bound) far more than the other two (which mostly wait), so
+compare the ratios of quiet rounds.
 
     .venv/bin/python benchmarks/drain.py [--pods 100] [--rounds 1]
 
@@ -33,10 +36,12 @@ Not a test, and not part of ``make test``. Needs the control-plane binaries (``m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -187,6 +192,28 @@ class Timeline:
         )
 
 
+class CpuMeter:
+    """CPU seconds used by the control-plane processes (``pids.json``) and by this script's finished children.
+
+    Our drain keeps both CPUs busy for its whole length while the other two mostly wait (on a client-side
+    rate limit, on one eviction at a time), so this shows how much other jobs on the machine can slow it.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        data = json.loads((workdir / "pids.json").read_text())
+        self.pids = [p["pid"] for p in data["processes"]]
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def sample(self) -> tuple[float, float]:
+        plane = 0.0
+        for pid in self.pids:
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                plane += (int(fields[11]) + int(fields[12])) / self.tick  # utime + stime
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime, plane
+
+
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
     """(wall-clock start, seconds, process)."""
     wall, started = time.time(), time.monotonic()
@@ -215,6 +242,7 @@ def whole_commands(
 ) -> tuple[dict[str, float], float | None]:
     """Each way as its own command; returns the wall times and our module's own ``seconds``."""
     core, kubeconfig = k8s.CoreV1Api(api), str(cluster.kubeconfig)
+    meter = CpuMeter(cluster.workdir)
     times: dict[str, float] = {}
     engine = None
     for how in order:
@@ -225,12 +253,18 @@ def whole_commands(
         else:
             cmd = [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", how]
             cmd += ["-a", json.dumps(module_args(how, node, kubeconfig))]
+        before = meter.sample()
         wall, times[how], proc = timed(cmd, clean_env())
+        own, plane = (after - first for after, first in zip(meter.sample(), before, strict=True))
         check_drained(core, node, how, proc)
         if how == OURS:
             line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), "{}")
             engine = json.loads(line).get("result", {}).get("seconds")
-        print(f"[bench]   command {how:26} {times[how]:6.2f}s  ({timeline.summary(node, wall)})", flush=True)
+        print(
+            f"[bench]   command {how:26} {times[how]:6.2f}s  ({timeline.summary(node, wall)}; "
+            f"CPU: command {own:.2f}s, control plane {plane:.2f}s)",
+            flush=True,
+        )
         scale_to_zero(api, namespace, node)
     return times, engine
 
@@ -355,7 +389,8 @@ def main() -> int:
         api = kwok.api_client(cluster.kubeconfig_token)
         for index in range(args.rounds):
             load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-            print(f"[bench] round {index + 1} (load average {load} on {os.cpu_count()} CPUs)", flush=True)
+            busy = " - busy machine, expect noise" if os.getloadavg()[0] > (os.cpu_count() or 1) else ""
+            print(f"[bench] round {index + 1} (load average {load} on {os.cpu_count()} CPUs{busy})", flush=True)
             row = run_round(cluster, api, args.pods, index)
             for key, value in row.items():
                 results.setdefault(key, []).append(value)
