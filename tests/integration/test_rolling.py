@@ -249,12 +249,16 @@ def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
 def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
     cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
-    selector, names = fleet
+    _selector, names = fleet
     broken = names[0]
     tasks, log = tasks_file(tmp_path, fail_on=broken)
-    out = run(
-        command(cluster, namespace, selector, tasks, "broken", "-e", "rolling_max_fail_percentage=20"), expect_rc=2
-    )
+    # The targets as an inventory group whose hosts are not named like their nodes (as with the nodes inventory
+    # plugin's k8s_node_name, or an inventory of host names).
+    inventory = tmp_path / "hosts.ini"
+    lines = ["[gpu]"] + [f"host-{i} k8s_node_name={node} ansible_connection=local" for i, node in enumerate(names)]
+    inventory.write_text("\n".join(lines) + "\n")
+    targets = {"rolling_target_group": "gpu", "rolling_max_fail_percentage": 20}
+    out = run(command(cluster, namespace, "", tasks, "broken", "-i", str(inventory), "-e", json.dumps(targets)), 2)
     state = record(api, namespace, "broken")
     assert state[broken]["state"] == "failed" and "firmware update failed" in state[broken]["message"]
     assert {n for n, r in state.items() if r["state"] == "done"} == set(names) - {broken}, out[-5000:]
@@ -294,6 +298,11 @@ def test_engine_operator_only_requests_and_waits_while_another_reconciler_works(
     the NVIDIA Maintenance Operator) prepares and releases the nodes."""
     selector, names = fleet
     tasks, log = tasks_file(tmp_path)
+    role = tmp_path / "roles" / "reboot_role"  # the maintenance as a role this time
+    (role / "tasks").mkdir(parents=True)
+    (role / "tasks" / "main.yml").write_text(
+        json.dumps([{"name": "Maintain", "ansible.builtin.include_tasks": str(tasks)}])
+    )
     stop = threading.Event()
     reconciler = Reconciler(api_client(cluster, 8), ReconcileOptions(namespace=namespace, config_namespace=namespace))
     passes: list[int] = []
@@ -304,14 +313,15 @@ def test_engine_operator_only_requests_and_waits_while_another_reconciler_works(
             passes.append(1)
             stop.wait(0.3)
 
-    alone = command(cluster, namespace, selector, tasks, "operator", "-e", "rolling_engine=operator")
+    as_role = {"rolling_engine": "operator", "rolling_maintenance_tasks": "", "rolling_maintenance_role": str(role)}
+    alone = command(cluster, namespace, selector, tasks, "operator", "-e", json.dumps(as_role))
     out = run([*alone, "-e", "rolling_wave_timeout=5"], expect_rc=2)
     assert "became ready for its maintenance within 5s" in out, out[-3000:]
     assert maintained(log) == {}
     thread = threading.Thread(target=operator, daemon=True)
     thread.start()
     try:
-        out = run(command(cluster, namespace, selector, tasks, "operator", "-e", "rolling_engine=operator"))
+        out = run(alone)
     finally:
         stop.set()
         thread.join(timeout=60)
@@ -345,3 +355,21 @@ def test_reconcile_playbook_prepares_a_request(
     obj = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "by-hand")
     assert lc.NodeMaintenanceView.from_dict(obj).phase == lc.PHASE_READY
     assert cordoned(api, names) == [names[0]]
+
+
+def test_the_bundled_simulated_reboot_by_its_relative_path(
+    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]]
+) -> None:
+    """``rolling_maintenance_tasks: maintenance/simulated_reboot.yml`` as the README and the demo give it: relative
+    to the collection's playbooks folder, also from the wave plays in playbooks/rolling/."""
+    _selector, names = fleet
+    chosen = names[:2]
+    core = k8s.CoreV1Api(api)
+    boot_ids = {n: core.read_node(n).status.node_info.boot_id for n in chosen}
+    relative = {"rolling_nodes": chosen, "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml"}
+    run(command(cluster, namespace, "", Path("unused"), "relative", "-e", json.dumps(relative)))
+    state = record(api, namespace, "relative")
+    assert {n: r["state"] for n, r in state.items()} == dict.fromkeys(chosen, "done")
+    for node in chosen:
+        assert core.read_node(node).status.node_info.boot_id != boot_ids[node], "the node went through a reboot"
+    assert cordoned(api, names) == []
