@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,10 @@ def playbook(cluster: Cluster, name: str, extra: dict[str, Any], forks: int, log
         "ANSIBLE_HOST_KEY_CHECKING": "false",
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
         "ANSIBLE_LOCALHOST_WARNING": "false",
+        # per-task times at the end of the log, summed by task name below (ansible.posix comes with `ansible`)
+        "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
+        "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "100000",
+        "PROFILE_TASKS_SUMMARY_ONLY": "true",
     }
     cmd = [str(BIN / "ansible-playbook"), f"nodeops.maintenance.{name}", "-f", str(forks), "-e", json.dumps(extra)]
     began = time.monotonic()
@@ -87,6 +92,17 @@ def add_pods(api: k8s.ApiClient, nodes: list[str], per_node: int) -> None:
         600,
         f"{total} pods Running",
     )
+
+
+def task_times(log: Path) -> list[tuple[str, float, int]]:
+    """The profile_tasks summary of a playbook log, summed by task name: (name, seconds, times run)."""
+    pattern = re.compile(r"^(.*?) -+ (\d+\.\d+)s$")
+    totals: dict[str, list[float]] = {}
+    for line in log.read_text().splitlines():
+        match = pattern.match(line)
+        if match:
+            totals.setdefault(match.group(1).strip(), []).append(float(match.group(2)))
+    return sorted(((name, sum(v), len(v)) for name, v in totals.items()), key=lambda t: -t[1])
 
 
 def waves(records: list[dict[str, Any]], started: float, ended: float) -> list[dict[str, Any]]:
@@ -182,6 +198,10 @@ def main() -> int:
             f"total {total:.1f}s for {len(table)} waves; drain + maintenance alone (baseline) {ideal:.1f}s; "
             f"ratio {total / ideal:.2f}x"
         )
+        print("\nwhere the playbook's time goes, by task (profile_tasks; a task's time runs from its start on the")
+        print("first host to its end on the last, so tasks that run beside each other overlap):")
+        for name, seconds, count in task_times(log)[:15]:
+            print(f"  {seconds:7.1f}s  {count:4d}x  {name}")
         print(f"playbook output: {log}")
         return 0
     finally:
