@@ -16,14 +16,24 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(abspath $(BIN)):$(PATH)
 ANSIBLE_VERSION := $(shell sed -n 's/^ansible-core==\([0-9]*\.[0-9]*\).*/\1/p' tests/requirements.txt)
 
+# pytest-xdist workers for the integration tests; they mostly wait on their control planes.
+INTEGRATION_WORKERS ?= 3
+
 # The oldest ansible-core the collection supports (meta/runtime.yml), for `make compat`.
 CORE_COMPAT := 2.16.19
 COMPAT_VENV := $(BUILD)/core-$(CORE_COMPAT)
 
-.PHONY: test venv binaries lint unit integration sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
+.PHONY: test checks venv binaries lint unit integration sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
 
-test: venv binaries lint unit integration sanity ansible-lint molecule build-check
+# The integration tests wait on the cluster more than they compute, so the checks that need no cluster run
+# beside them (each side's output is shown when it ends).
+test: venv binaries lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration checks
 	@echo "make test: all checks passed"
+
+# The checks that need no cluster, one after the other.
+checks: venv
+	for check in unit sanity ansible-lint molecule build-check; do $(MAKE) --no-print-directory $$check || exit 1; done
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: tests/requirements.txt requirements.txt
@@ -52,8 +62,8 @@ unit: venv
 
 integration: venv binaries
 	@echo "== integration tests against the real control plane"
-	# two workers, each with its own control plane; a test file stays on one worker
-	$(BIN)/python -m pytest tests/integration -q -n 2 --dist loadfile
+	# $(INTEGRATION_WORKERS) workers, each with its own control plane; a test file stays on one worker
+	$(BIN)/python -m pytest tests/integration -q -n $(INTEGRATION_WORKERS) --dist loadfile --durations=15
 
 sanity: venv
 	@echo "== ansible-test sanity (ansible-core $(ANSIBLE_VERSION), Python 3.11)"

@@ -304,7 +304,7 @@ def playbook_tasks(
     playbook.write_text(json.dumps(play, indent=1))  # JSON is YAML
     env = clean_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"})
     cmd = [str(BIN / "ansible-playbook"), "-c", "local", "-i", "localhost,", str(playbook)]
-    _, seconds, proc = timed(cmd, env)
+    _started, seconds, proc = timed(cmd, env)
     try:
         results = {t["task"]["name"]: t for t in json.loads(proc.stdout)["plays"][0]["tasks"]}
     except (ValueError, KeyError, IndexError):
