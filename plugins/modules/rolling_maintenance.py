@@ -315,6 +315,7 @@ from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (
     INTERRUPTED_POLICIES,
+    PENDING,
     RollingError,
     plan_start,
     record_name,
@@ -329,7 +330,11 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     RequestError,
     nm_spec,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import Rolling, RunOptions
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
+    Rolling,
+    RunOptions,
+    start_changed,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
@@ -432,19 +437,18 @@ def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
     if p["step"] == "start":
         nodes = targets(module)
         rolling.requests.check_mode = True
-        rolling.requests._check_nodes(nodes)
+        rolling.requests.check_nodes(nodes)
         plan = plan_start(run, nodes, rolling.clock(), p["interrupted"], p["retry_failed"])
         actions = rolling.requests.present(plan.request) if plan.request else []
         result.update(
-            changed=bool(plan.added or plan.release or plan.fail or plan.rerun)
-            or any(a.action != "unchanged" for a in actions),
+            changed=start_changed(plan, actions),
             requested=[a.as_dict() for a in actions],
-            pending=run.in_state("pending"),
+            pending=run.in_state(PENDING),
             interrupted=plan.release + plan.fail,
             released=[],
         )
     elif p["step"] == "next_wave":
-        result.update(wave=None, nodes=[], done=not run.in_state("pending"), abort=False)
+        result.update(wave=None, nodes=[], done=not run.in_state(PENDING), abort=False)
     elif p["step"] == "finish":
         try:
             outcomes = sort_outcomes(run, p["succeeded"], p["failed"], rolling.clock())
@@ -453,7 +457,7 @@ def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
         result.update(changed=True, maintained=outcomes.succeeded, failures=outcomes.failed, released=[], abort=False)
     else:
         return rolling.summary()
-    result.update(rolling._status(run))
+    result.update(rolling.status(run))
     return result
 
 

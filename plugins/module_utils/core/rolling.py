@@ -37,7 +37,6 @@ DONE = "done"
 FAILED = "failed"
 INTERRUPTED = "interrupted"
 STATES = (PENDING, MAINTAINING, DONE, FAILED, INTERRUPTED)
-FINISHED = frozenset((DONE, FAILED, INTERRUPTED))
 
 INTERRUPTED_POLICIES = ("release", "rerun", "fail")
 

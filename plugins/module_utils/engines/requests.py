@@ -160,7 +160,7 @@ class Requests:
             obj.setdefault("kind", NODE_MAINTENANCES.kind)
         return items
 
-    def _check_nodes(self, nodes: Sequence[str]) -> None:
+    def check_nodes(self, nodes: Sequence[str]) -> None:
         present = {n["metadata"]["name"] for n in self.client.list(NODES)["items"]}
         missing = [n for n in nodes if n not in present]
         if missing:
@@ -188,7 +188,7 @@ class Requests:
         raise RequestError(f"NodeMaintenance {meta['namespace']}/{meta['name']} kept changing; try again.")
 
     def present(self, nodes: Sequence[str]) -> list[Action]:
-        self._check_nodes(nodes)
+        self.check_nodes(nodes)
         items = self._list()
         req = self.request
         actions: list[Action] = []

@@ -23,7 +23,7 @@ from ..core.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, NotFound
 from .maintenance import ReconcileOptions, Reconciler
-from .requests import Action, RequestError, Requests, RequestSpec, is_gone, why_not_ready
+from .requests import UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone, why_not_ready
 
 FAILED_REASON = "FailedMaintenance"
 
@@ -143,7 +143,7 @@ class Rolling:
     def start(self, targets: Sequence[str], interrupted: str, retry_failed: bool) -> dict[str, Any]:
         if not targets:
             raise RequestError("No target nodes: give nodes, a node selector that matches some, or a non-empty group.")
-        self.requests._check_nodes(targets)
+        self.requests.check_nodes(targets)
         run = self.load()
         plan = core.plan_start(run, targets, self.clock(), interrupted, retry_failed)
         self.save(run)  # the interrupted and requeued nodes are on record before any request changes
@@ -160,11 +160,8 @@ class Rolling:
             self.save(run)
         released = self._release(run, [n for n in plan.release if n not in not_back])
         self.save(run)
-        changed = bool(plan.added or plan.release or plan.fail or plan.rerun) or any(
-            a.action not in ("unchanged",) for a in actions
-        )
         return {
-            "changed": changed,
+            "changed": start_changed(plan, actions),
             "requested": [a.as_dict() for a in actions],
             "added": plan.added,
             "interrupted": plan.release + plan.fail,
@@ -172,7 +169,7 @@ class Rolling:
             "released": released,
             "pending": run.in_state(core.PENDING),
             "finished": plan.finished,
-            **self._status(run),
+            **self.status(run),
         }
 
     def next_wave(self) -> dict[str, Any]:
@@ -180,10 +177,10 @@ class Rolling:
         run = self.load()
         budget = core.fail_budget(run, opts.max_fail_percentage)
         if budget.exceeded:
-            return {"changed": False, "wave": None, "nodes": [], "done": False, "abort": True, **self._status(run)}
+            return {"changed": False, "wave": None, "nodes": [], "done": False, "abort": True, **self.status(run)}
         pending = run.in_state(core.PENDING)
         if not pending:
-            return {"changed": False, "wave": None, "nodes": [], "done": True, "abort": False, **self._status(run)}
+            return {"changed": False, "wave": None, "nodes": [], "done": True, "abort": False, **self.status(run)}
         deadline = self.monotonic() + opts.wave_timeout
         phases, _objects = self._phases(pending)
         missing = [n for n in pending if phases[n] is None]
@@ -210,7 +207,7 @@ class Rolling:
                     "passes": passes,
                     "busy": decision.busy,
                     "queued": decision.queued,
-                    **self._status(run),
+                    **self.status(run),
                 }
             if self.monotonic() >= deadline:
                 waiting = [why_not_ready(self._action(n, objects.get(n))) for n in decision.busy + decision.queued]
@@ -256,13 +253,13 @@ class Rolling:
             "failures": dict(sorted(outcomes.failed.items())),
             "released": released,
             "abort": budget.exceeded,
-            **self._status(run),
+            **self.status(run),
         }
 
     def summary(self) -> dict[str, Any]:
         run = self.load()
         rows = core.summary_rows(run)
-        status = self._status(run)
+        status = self.status(run)
         backs = [r.back for r in run.nodes.values() if r.back is not None]
         total = f"{max(backs) - run.started:.0f}s" if backs and run.started is not None else "-"
         counts = ", ".join(f"{state} {count}" for state, count in status["counts"].items() if count)
@@ -273,7 +270,7 @@ class Rolling:
         return {"changed": False, "nodes": rows, "lines": lines, **status}
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _status(self, run: core.RunRecord) -> dict[str, Any]:
+    def status(self, run: core.RunRecord) -> dict[str, Any]:
         budget = core.fail_budget(run, self.options.max_fail_percentage)
         return {
             "run_id": self.options.run_id,
@@ -369,6 +366,11 @@ class Rolling:
         now = lc.rfc3339(self.clock())
         for node in nodes:
             self._update_request(node, lambda obj: _set_condition(obj, "False", "Retried", "", now), status=True)
+
+
+def start_changed(plan: core.StartPlan, actions: Sequence[Action]) -> bool:
+    """Whether a start step changes (or, in check mode, would change) anything."""
+    return bool(plan.added or plan.release or plan.fail or plan.rerun) or any(a.action != UNCHANGED for a in actions)
 
 
 def _set_condition(obj: dict[str, Any], status: str, reason: str, message: str, now: str) -> bool:
