@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,6 +238,9 @@ class AgentProcess:
         recorder.write_text(f'#!/bin/sh\necho "$(date +%s.%N) $*" >> {directory / "reboots"}\n')
         recorder.chmod(0o755)
         (directory / "peers.json").write_text(json.dumps(peers))
+        boot_id = directory / "boot_id"
+        if not boot_id.exists():
+            boot_id.write_text(f"{uuid.uuid4()}\n")
         config: dict[str, Any] = {
             "nodeName": name,
             **api,
@@ -245,6 +249,8 @@ class AgentProcess:
             "peerKeyFile": str(key),
             "peersFile": str(directory / "peers.json"),
             "statusFile": str(directory / "status.json"),
+            "fenceMarkerFile": str(directory / "run" / "fence.json"),
+            "bootIdFile": str(boot_id),
             "watchdogFilePath": str(watchdog),
             "rebootCommand": [str(recorder), "reboot"],
             "sysrqTriggerPath": str(directory / "sysrq"),
@@ -335,3 +341,72 @@ def make_agent(
         peers,
         overrides={"hostPort": port, "listenAddress": "127.0.0.1", **overrides},
     )
+
+
+# -- a peer that misbehaves ------------------------------------------------------------------------------
+@dataclass
+class FakePeer:
+    """A TLS server on 127.0.0.1 with a valid peer certificate that answers every peer question with
+    ``reply`` (bytes, or a callable that writes to the TLS socket itself): a lying or hostile peer."""
+
+    name: str
+    identity: Identity
+    directory: Path
+    reply: bytes | Callable[[ssl.SSLSocket], None]
+    asked: int = 0
+
+    def start(self) -> FakePeer:
+        cert, key = self.identity.write(self.directory, f"fake-{self.name}")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        context.load_cert_chain(str(cert), str(key))
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.server.getsockname()[1])
+        self.context = context
+        threading.Thread(target=self._serve, daemon=True).start()
+        return self
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                raw, _peer = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(raw,), daemon=True).start()
+
+    def _one(self, raw: socket.socket) -> None:
+        try:
+            with self.context.wrap_socket(raw, server_side=True) as tls:
+                tls.settimeout(30)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = tls.recv(4096)
+                    if not chunk:
+                        return
+                    data += chunk
+                self.asked += 1
+                if callable(self.reply):
+                    self.reply(tls)
+                else:
+                    tls.sendall(self.reply)
+        except (OSError, ssl.SSLError):
+            return
+
+    def stop(self) -> None:
+        self.server.close()
+
+    def entry(self) -> dict[str, Any]:
+        return {"name": self.name, "address": "127.0.0.1", "port": self.port}
+
+
+def json_answer(body: Any) -> bytes:
+    text = json.dumps(body).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(text), text)
+
+
+def rss_kib(pid: int) -> int:
+    """The resident memory of a process, in KiB (VmRSS of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for process {pid}")

@@ -15,6 +15,7 @@ import yaml
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import agentconfig, safetime
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.peer import (
     API_ERROR,
+    BUSY,
     HEALTHY,
     MAX_SECONDS_WITHOUT_PEER_ANSWER,
     REQUEST_FAILED,
@@ -34,7 +35,7 @@ from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "roles/crds/files/self-node-remediation.medik8s.io_selfnoderemediationconfigs.yaml"
-H, U, E, F = HEALTHY, UNHEALTHY, API_ERROR, REQUEST_FAILED
+H, U, E, F, B = HEALTHY, UNHEALTHY, API_ERROR, REQUEST_FAILED, BUSY
 
 
 def verdict(batches: Sequence[Sequence[int]], peers: int | None = None, since: float = 0.0, **kw: Any) -> Verdict:
@@ -66,9 +67,42 @@ def test_no_peers_with_min_peers_zero_is_isolated() -> None:
     assert (result.code, result.fence) == (Code.NO_PEERS_ISOLATED, True)
 
 
-def test_healthy_answer_resets_and_beats_unhealthy_in_the_same_batch() -> None:
-    result = verdict([[U, H, F]])
+def test_healthy_answer_resets() -> None:
+    result = verdict([[E, H, F]])
     assert (result.code, result.fence, result.reset_errors) == (Code.PEER_REPORTS_HEALTHY, False, True)
+
+
+def test_one_lying_peer_is_outvoted_in_either_direction() -> None:
+    # a peer that always answers Unhealthy cannot fence a node its honest peers see as healthy
+    assert verdict([[U, H, H]]).code == Code.PEER_REPORTS_HEALTHY
+    # nor can one that always answers Healthy keep a node running that honest peers see remediated
+    lied_healthy = verdict([[H, U, U]])
+    assert (lied_healthy.code, lied_healthy.fence) == (Code.PEER_REPORTS_UNHEALTHY, True)
+
+
+def test_a_tie_asks_the_next_batch_and_counts_over_batches() -> None:
+    asked: list[int] = []
+
+    def batches() -> Iterator[list[int]]:
+        for index, answers in enumerate([[U, H, F], [H, F, F], [U, U, U]]):
+            asked.append(index)
+            yield answers
+
+    result = worker_verdict(3, 3, 9, 1, batches(), 1000.0)
+    assert (result.code, result.fence) == (Code.PEER_REPORTS_HEALTHY, False)
+    assert asked == [0, 1]
+    # a tie to the end decides nothing: the node neither fences nor resets its count
+    tie = verdict([[U, H, F]], since=1000.0)
+    assert (tie.code, tie.fence, tie.reset_errors) == (Code.RECENT_PEER_ANSWER, False, False)
+
+
+def test_a_busy_peer_is_alive_never_an_answer() -> None:
+    result = verdict([[B, F, F], [B]], since=1000.0)
+    assert (result.code, result.fence) == (Code.RECENT_PEER_ANSWER, False)
+    assert result.as_dict()["answers"] == ["Busy", "RequestFailed", "RequestFailed", "Busy"]
+    # busy peers count toward neither side nor the API-error majority
+    assert verdict([[B, B, U]]).code == Code.PEER_REPORTS_UNHEALTHY
+    assert verdict([[B, B, E]], since=1000.0).code == Code.RECENT_PEER_ANSWER
 
 
 def test_unhealthy_answer_fences() -> None:
@@ -120,17 +154,25 @@ def test_no_answer_isolation_after_30_seconds(since: float, code: str, fence: bo
     assert result.as_dict()["answers"] == ["RequestFailed"] * 4
 
 
-@given(st.lists(st.lists(st.sampled_from([H, U, E, F]), min_size=1, max_size=5), min_size=1, max_size=6))
+@given(st.lists(st.lists(st.sampled_from([H, U, E, F, B]), min_size=1, max_size=5), min_size=1, max_size=6))
 def test_properties(batches: list[list[int]]) -> None:
     flat = [a for b in batches for a in b]
     result = verdict(batches, since=1000.0)
-    # the verdict never fences while a peer said Healthy before any Unhealthy was seen
-    first_h = next((i for i, b in enumerate(batches) if H in b), None)
-    first_u = next((i for i, b in enumerate(batches) if U in b), None)
-    if first_h is not None and (first_u is None or first_h <= first_u):
-        assert not result.fence
-    if U not in flat and H not in flat and E not in flat:
+    seen = list(result.answers)
+    assert seen == flat[: len(seen)]
+    # the answers the verdict saw decide by majority: never a fence while Healthy answers are as many
+    if result.fence and result.code == Code.PEER_REPORTS_UNHEALTHY:
+        assert seen.count(U) > seen.count(H)
+    if result.reset_errors:
+        assert seen.count(H) > seen.count(U)
+    # one lying peer added to a first batch of two or more Healthy and no Unhealthy answers fences nothing
+    if batches[0].count(H) >= 2 and U not in batches[0]:
+        assert not verdict([[*batches[0], U], *batches[1:]], since=1000.0).fence
+    # only peers that never showed a sign of life make a node isolated
+    if set(flat) == {F}:
         assert result.code == Code.ISOLATED
+    if result.code == Code.ISOLATED:
+        assert set(seen) == {F}
     assert result.fence == (result.code in (Code.PEER_REPORTS_UNHEALTHY, Code.ISOLATED))
 
 
@@ -143,6 +185,8 @@ def w(code: str) -> Verdict:
     ("worker", "cp", "diag", "code", "fence"),
     [
         (Code.PEER_REPORTS_HEALTHY, [U], True, Code.CONTROL_PLANE_PEER_REPORTS_UNHEALTHY, True),
+        (Code.PEER_REPORTS_HEALTHY, [U, H, H], True, Code.PEER_REPORTS_HEALTHY, False),
+        (Code.ISOLATED, [B, F], True, Code.CONTROL_PLANE_PEERS_REACHABLE, False),
         (Code.PEER_REPORTS_UNHEALTHY, [H], True, Code.PEER_REPORTS_UNHEALTHY, True),
         (Code.ISOLATED, [E, F], True, Code.CONTROL_PLANE_PEERS_REACHABLE, False),
         (Code.ISOLATED, [F, F], True, Code.CONTROL_PLANE_PEERS_UNREACHABLE, True),
@@ -307,20 +351,14 @@ def test_required_and_mapping() -> None:
         agentconfig.validate([])
 
 
-# -- the files the agent imports stay Python 3.9 syntax ------------------------------------------------
-AGENT_CORE = [
-    "peer.py",
-    "agentconfig.py",
-    "safetime.py",
-    "duration.py",
-    "health.py",
-    "intorpercent.py",
-    "labelselector.py",
-    "__init__.py",
+# -- the files the role ships to the nodes stay Python 3.9 syntax ----------------------------------------
+# The same list the role copies (node_agent_core_files in roles/node_agent/vars/main.yml), and the agent.
+SHIPPED_CORE = yaml.safe_load((ROOT / "roles/node_agent/vars/main.yml").read_text(encoding="utf-8"))[
+    "node_agent_core_files"
 ]
 
 
-@pytest.mark.parametrize("name", AGENT_CORE)
+@pytest.mark.parametrize("name", SHIPPED_CORE)
 def test_agent_core_files_parse_as_python_3_9(name: str) -> None:
     path = ROOT / "plugins/module_utils/core" / name
     source = path.read_text(encoding="utf-8")
@@ -330,7 +368,8 @@ def test_agent_core_files_parse_as_python_3_9(name: str) -> None:
     imports |= {
         n.module.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level
     }
-    assert not imports & {"ansible", "kubernetes", "yaml", "urllib3", "requests"}
+    # the standard library only (imports of each other are relative)
+    assert imports <= set(sys.stdlib_module_names), imports - set(sys.stdlib_module_names)
 
 
 def test_the_agent_itself_parses_as_python_3_9() -> None:

@@ -13,6 +13,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime 
     effective_peer_request_timeout,
     peer_batches,
     safe_time,
+    software_fallback,
     watchdog_seconds,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import (
@@ -264,3 +265,11 @@ def test_out_of_service_taint_refused_below_1_26() -> None:
         resolve_strategy("OutOfServiceTaint", "v1.25.16")
     with pytest.raises(StrategyError, match="is not one of"):
         resolve_strategy("NodeDeletion", "v1.30.0")
+
+
+@given(st.integers(min_value=1, max_value=3600), st.integers(min_value=0, max_value=60))
+def test_software_fallback_fires_inside_the_safe_times_reboot_part(watchdog: int, workers: int) -> None:
+    """The agent's reboot command and sysrq reboot both fire before the safe time's reboot part is over."""
+    command_at, sysrq_at = software_fallback(float(watchdog))
+    part = safe_time({}, workers, watchdog).reboot_seconds
+    assert watchdog < command_at < sysrq_at < part

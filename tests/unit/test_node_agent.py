@@ -7,7 +7,10 @@ tests/integration/test_node_agent.py.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
 import socket
 import ssl
 import subprocess
@@ -23,12 +26,15 @@ from support.node_agent import (
     AGENT,
     AgentProcess,
     FakeApi,
+    FakePeer,
     Identity,
     ask_peer,
     free_port,
     issue,
+    json_answer,
     make_agent,
     peer_client_context,
+    rss_kib,
     wait_for,
 )
 
@@ -108,10 +114,14 @@ def test_check_config_of_a_file_that_is_not_json(tmp_path: Path) -> None:
 
 
 # -- the peer channel ------------------------------------------------------------------------------------
+#: a peer list that lets the tests ask from 127.0.0.1 (nothing listens on port 9: never asked while the API is up)
+ASKERS = [{"name": "w2", "address": "127.0.0.1", "port": 9}]
+
+
 def test_peer_answers_about_the_asker_only(
     tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
 ) -> None:
-    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agent = make_agent("w1", tmp_path, pki, fake_api, ASKERS)
     agents.append(agent.start())
     port = agent.config["hostPort"]
     assert ask_peer("127.0.0.1", port, "w1", client(pki, "w2")) == (200, {"status": HEALTHY})
@@ -137,7 +147,7 @@ def test_peer_refuses_unauthenticated_and_random_clients(
     tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
 ) -> None:
     fake_api.remediations = [{"metadata": {"name": "intruder", "namespace": "ops", "uid": "a"}}]
-    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agent = make_agent("w1", tmp_path, pki, fake_api, ASKERS)
     agents.append(agent.start())
     port = agent.config["hostPort"]
 
@@ -175,8 +185,11 @@ def test_peer_refuses_unauthenticated_and_random_clients(
     assert answered == []
     assert agent.alive()
     # nothing unauthenticated got an answer (so nothing read the API for it), the agent counted every refusal
+    # (a failed handshake, or, past the per-address cap, a connection closed at once)
     status = wait_for(
-        lambda: (s := agent.status()) and s["peer_connections_refused"] >= 10_004 and s, 30, "the refusals counted"
+        lambda: (s := agent.status()) and s["peer_connections_refused"] + s["peer_connections_busy"] >= 10_004 and s,
+        60,
+        "the refusals counted",
     )
     assert status["peer_answers_served"] == 0
     assert status["fenced"] is False
@@ -305,11 +318,232 @@ def test_api_lost_with_a_healthy_peer_does_not_fence_and_isolated_does(
         down_api.stop()
 
 
+# -- attacks on the peer channel -----------------------------------------------------------------------------
+def connect_from(source: str, port: int) -> socket.socket:
+    """A TCP connection to the agent on 127.0.0.1 from another loopback address."""
+    sock = socket.socket()
+    sock.bind((source, 0))
+    sock.settimeout(60)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Blocks until the server closes the connection (EOF or reset); False if it sends data instead."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_connections_from_strangers_are_closed_before_tls_and_peers_are_still_answered(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, ASKERS)
+    agents.append(agent.start())
+    port = agent.config["hostPort"]
+    strangers = [connect_from("127.0.0.2", port) for _index in range(64)]
+    try:
+        # every one of them is closed by the agent without a byte of TLS, however many there are
+        assert all(closed_by_server(sock) for sock in strangers)
+        assert ask_peer("127.0.0.1", port, "w1", client(pki, "w2")) == (200, {"status": HEALTHY})
+    finally:
+        for sock in strangers:
+            sock.close()
+    status = wait_for(lambda: (s := agent.status()) and s["peer_connections_from_strangers"] >= 64 and s, 60, "count")
+    assert status["peer_connections_refused"] == 0  # no handshake was even tried
+
+
+def test_a_peer_address_holds_few_connections_and_each_exchange_has_a_deadline(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    peers = [*ASKERS, {"name": "w3", "address": "127.0.0.3", "port": 9}]
+    agent = make_agent("w1", tmp_path, pki, fake_api, peers)
+    agents.append(agent.start())
+    port = agent.config["hostPort"]
+    # a peer address that opens 10 idle connections: the agent keeps 4, closes the rest at once
+    idle = [connect_from("127.0.0.3", port) for _index in range(10)]
+    try:
+        status = wait_for(lambda: (s := agent.status()) and s["peer_connections_busy"] >= 6 and s, 60, "busy")
+        assert status["peer_connections_busy"] == 6
+        # another peer is answered meanwhile
+        assert ask_peer("127.0.0.1", port, "w1", client(pki, "w2")) == (200, {"status": HEALTHY})
+        # the 4 it kept are closed when their exchange's time is up
+        assert all(closed_by_server(sock) for sock in idle)
+    finally:
+        for sock in idle:
+            sock.close()
+    status = wait_for(lambda: (s := agent.status()) and s["peer_exchanges_overdue"] >= 4 and s, 60, "overdue")
+    assert status["peer_answers_served"] == 1
+
+
+def test_a_slow_client_with_a_valid_certificate_is_cut_off(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, ASKERS)
+    agents.append(agent.start())
+    port = agent.config["hostPort"]
+    request = b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    sent = 0
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=60) as raw,
+        client(pki, "w2").wrap_socket(raw, server_hostname="w1") as tls,
+    ):
+        # one byte at a time, each before the per-read timeout: only the whole exchange's deadline ends it
+        cut = threading.Event()
+        try:
+            while sent < len(request):
+                tls.sendall(request[sent : sent + 1])
+                sent += 1
+                if cut.wait(1.0):
+                    break
+                with contextlib.suppress(TimeoutError, ssl.SSLWantReadError):
+                    tls.settimeout(0.001)
+                    if tls.recv(1) == b"":
+                        break
+                tls.settimeout(60)
+        except (OSError, ssl.SSLError):
+            pass
+    assert sent < len(request), "the agent read the whole slow request"
+    status = wait_for(lambda: (s := agent.status()) and s["peer_exchanges_overdue"] >= 1 and s, 60, "overdue")
+    assert status["peer_answers_served"] == 0
+
+
+def test_a_peer_answering_garbage_or_endless_chunks_cannot_grow_the_askers_memory(
+    tmp_path: Path, pki: dict[str, Any], agents: list[AgentProcess]
+) -> None:
+    def endless_chunks(tls: ssl.SSLSocket) -> None:
+        tls.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        block = b"FFFFFF\r\n" + b"x" * 65536
+        while True:
+            tls.sendall(block)
+
+    def endless_body(tls: ssl.SSLSocket) -> None:
+        tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n")
+        while True:
+            tls.sendall(b"{" * 65536)
+
+    replies: dict[str, Any] = {
+        "bomb": endless_chunks,
+        "flood": endless_body,
+        "negative": b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n{"status": 1}\r\n0\r\n\r\n',
+    }
+    fakes = [
+        FakePeer(name, issue(name, pki["ca"]), tmp_path / "fakes", reply).start() for name, reply in replies.items()
+    ]
+    down_api = FakeApi(tmp_path / "down").start()
+    down_api.up = False
+    try:
+        agent = make_agent("w1", tmp_path, pki, down_api, [fake.entry() for fake in fakes])
+        agents.append(agent.start())
+        assert agent.process is not None
+        wait_for(lambda: all(fake.asked >= 3 for fake in fakes), 120, "three rounds of questions")
+        status = agent.status()
+        assert status is not None and agent.alive()
+        assert set(status["last_verdict"]["answers"]) == {"RequestFailed"}
+        assert rss_kib(agent.process.pid) < 40 * 1024
+    finally:
+        down_api.stop()
+        for fake in fakes:
+            fake.stop()
+
+
+@pytest.mark.parametrize(
+    ("lie", "honest_api_has_remediation", "code", "fenced"),
+    [(UNHEALTHY, False, "PeerReportsHealthy", False), (HEALTHY, True, "PeerReportsUnhealthy", True)],
+    ids=["lies-unhealthy", "lies-healthy"],
+)
+def test_one_lying_peer_is_outvoted_by_two_honest_ones(
+    tmp_path: Path,
+    pki: dict[str, Any],
+    fake_api: FakeApi,
+    agents: list[AgentProcess],
+    lie: int,
+    honest_api_has_remediation: bool,
+    code: str,
+    fenced: bool,
+) -> None:
+    if honest_api_has_remediation:
+        fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
+    liar = FakePeer("liar", issue("liar", pki["ca"]), tmp_path / "fakes", json_answer({"status": lie})).start()
+    ports = [free_port(), free_port(), free_port()]
+    peers = [{"name": f"w{i + 1}", "address": "127.0.0.1", "port": ports[i]} for i in range(3)] + [liar.entry()]
+    down_api = FakeApi(tmp_path / "down").start()
+    down_api.up = False
+    try:
+        asker = make_agent("w1", tmp_path, pki, down_api, peers, hostPort=ports[0])
+        honest = [make_agent(f"w{i + 1}", tmp_path, pki, fake_api, peers, hostPort=ports[i]) for i in (1, 2)]
+        agents.extend([*(agent.start() for agent in honest), asker.start()])
+        status = wait_for(
+            lambda: (s := asker.status()) and s["last_verdict"] and s["last_verdict"]["code"] == code and s,
+            60,
+            f"the verdict {code}",
+        )
+        assert sorted(status["last_verdict"]["answers"]) == sorted(
+            [{HEALTHY: "Healthy", UNHEALTHY: "Unhealthy"}[lie]] + [{True: "Unhealthy", False: "Healthy"}[fenced]] * 2
+        )
+        assert liar.asked >= 1
+        final = wait_for(lambda: (s := asker.status()) and s["checks"] >= status["checks"] + 2 and s, 60, "more checks")
+        assert final["fenced"] is fenced
+    finally:
+        down_api.stop()
+        liar.stop()
+
+
+# -- a fence lasts until the reboot ---------------------------------------------------------------------------
+def test_the_watchdog_is_first_fed_after_a_check_that_passed(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    fake_api.up = False
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    # the API is down and no peer can say the node is healthy: checks run, the watchdog stays closed
+    status = wait_for(lambda: (s := agent.status()) and s["checks"] >= 3 and s, 60, "three checks")
+    assert status["watchdog"]["armed"] is False and agent.fed_bytes() == 0
+    fake_api.up = True
+    wait_for(agent.fed_bytes, 60, "the first feed after a passing check")
+
+
+def test_a_fence_survives_sigkill_and_restarts_until_the_boot_changes(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    wait_for(agent.fed_bytes, 60, "feeding")
+    fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
+    wait_for(lambda: (s := agent.status()) and s["fenced"], 60, "fencing")
+    fed = agent.fed_bytes()
+    assert agent.process is not None
+    for _restart in range(3):
+        # killed without a chance to clean up, as by the OOM killer, then started again as systemd would
+        os.kill(agent.process.pid, signal.SIGKILL)
+        agent.process.wait(30)
+        (agent.directory / "status.json").unlink()
+        agent.start()
+        status = wait_for(lambda: (s := agent.status()) and s["checks"] >= 1 and s, 60, "a check after the restart")
+        assert status["fenced"] is True and status["fence_carried_over"] is True
+        assert status["watchdog"]["armed"] is False
+    # the software fallback goes on from when fencing began; the watchdog was never fed again
+    wait_for(agent.reboots, 60, "the software reboot")
+    assert agent.fed_bytes() == fed
+    # a clean stop of a fenced agent leaves the watchdog running
+    agent.stop()
+    assert not agent.watchdog.read_bytes().endswith(b"V")
+    # after a reboot (a new boot ID) the marker is stale: a healthy node is fed again
+    fake_api.remediations = []
+    (agent.directory / "boot_id").write_text("another-boot\n")
+    (agent.directory / "status.json").unlink()
+    agent.start()
+    wait_for(lambda: agent.fed_bytes() > fed, 60, "feeding in the new boot")
+    assert not Path(agent.config["fenceMarkerFile"]).exists()
+
+
 # -- footprint -----------------------------------------------------------------------------------------------
 
 
 def test_the_role_ships_every_core_file_the_agent_imports() -> None:
-    """The role copies a fixed list of core files: it must hold everything they import from each other."""
+    """The role copies a fixed list of core files: it must hold the package, every core module the agent
+    imports, and everything those import from each other."""
     import ast
 
     import yaml
@@ -319,8 +553,19 @@ def test_the_role_ships_every_core_file_the_agent_imports() -> None:
     shipped = set(
         yaml.safe_load((root / "roles" / "node_agent" / "vars" / "main.yml").read_text())["node_agent_core_files"]
     )
+    assert "__init__.py" in shipped
+    agent = ast.parse((root / "roles" / "node_agent" / "files" / "nodeops_node_agent.py").read_text())
+    imported: list[str] = []  # the core modules the agent imports, nodeops_core.<module>
+    for node in ast.walk(agent):
+        if isinstance(node, ast.ImportFrom) and node.module == "nodeops_core":
+            imported.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nodeops_core."):
+            imported.append(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            imported.extend(a.name.split(".")[1] for a in node.names if a.name.startswith("nodeops_core."))
+    assert imported, "the agent imports no core module: is this still the agent's import of nodeops_core?"
+    todo = [f for f in shipped if f != "__init__.py"] + [f"{module}.py" for module in imported]
     needed: set[str] = set()
-    todo = [f for f in shipped if f != "__init__.py"]
     while todo:
         name = todo.pop()
         if name in needed:

@@ -53,6 +53,9 @@ AGENT_FIELDS: dict[str, dict[str, Any]] = {
     "listenAddress": {"kind": "string", "default": "0.0.0.0"},
     "peersFile": {"kind": "string", "required": True},  # JSON list of {name, address, controlPlane}
     "statusFile": {"kind": "string", "default": "/run/nodeops-node-agent/status.json"},
+    # written when fencing begins; on tmpfs, so that only a reboot clears it
+    "fenceMarkerFile": {"kind": "string", "default": "/run/nodeops-node-agent/fence.json"},
+    "bootIdFile": {"kind": "string", "default": "/proc/sys/kernel/random/boot_id"},
     "watchdogTimeoutSeconds": {"kind": "integer", "default": 60, "minimum": 1, "maximum": 3600},
     "rebootCommand": {"kind": "list", "default": ["systemctl", "reboot", "--force", "--force"]},
     "sysrqTriggerPath": {"kind": "string", "default": "/proc/sysrq-trigger"},

@@ -2,32 +2,45 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The node agent's decisions: is my node healthy, should it fence itself, what do I tell a peer.
 
-Pure, standard library only, Python 3.9 syntax at run time: the node agent (issue 7) imports this
-file on the node's system Python. No clock and no network: the agent asks its peers and passes the
-answers (and the seconds since the last answer) in. Semantics of medik8s Self Node Remediation
-(reference A.2.3, A.2.4, A.2.6), with ``minPeersForRemediation`` honoured (DESIGN.md deviation 3).
+Pure, standard library only, Python 3.9 at run time: the node agent imports this file on the node's
+system Python. No clock and no network: the agent asks its peers and passes the answers (and the
+seconds since the last answer) in. Semantics of medik8s Self Node Remediation's agent, with
+``minPeersForRemediation`` honoured and the peers' answers counted by majority (see below).
 
 Worker verdict, after a failed API probe (``worker_verdict``), first rule that applies:
 
-====================================  ==========================  =========  ===========
-condition                             code                        fence      reset count
-====================================  ==========================  =========  ===========
-errors < maxApiErrorThreshold         ThresholdNotReached         no         no
-worker peers < minPeersForRemediation TooFewPeers                 no         no
-no worker peers (minPeers 0)          NoPeersIsolated             yes        no
-a batch has a Healthy answer          PeerReportsHealthy          no         yes
-a batch has an Unhealthy answer       PeerReportsUnhealthy        yes        no
-API errors so far > peers // 2        ApiServerOutage             no         no
-no decision, an answer within 30 s    RecentPeerAnswer            no         no
-no decision, no answer for > 30 s     Isolated                    yes        no
-====================================  ==========================  =========  ===========
+=======================================  ==========================  =========  ===========
+condition                                code                        fence      reset count
+=======================================  ==========================  =========  ===========
+errors < maxApiErrorThreshold            ThresholdNotReached         no         no
+worker peers < minPeersForRemediation    TooFewPeers                 no         no
+no worker peers (minPeers 0)             NoPeersIsolated             yes        no
+more Healthy than Unhealthy answers      PeerReportsHealthy          no         yes
+more Unhealthy than Healthy answers      PeerReportsUnhealthy        yes        no
+API errors so far > peers // 2           ApiServerOutage             no         no
+no decision, an answer within 30 s       RecentPeerAnswer            no         no
+no decision, no answer for > 30 s        Isolated                    yes        no
+=======================================  ==========================  =========  ===========
 
-Batches are asked in order (3, then ``max(3, (N - 3) // 10)``; :func:`safetime.peer_batches`); the
-first batch that decides ends the round, so the caller passes the batches as a lazy iterable.
+Batches are asked in order (3, then ``max(3, (N - 3) // 10)``; :func:`safetime.peer_batches`); after
+each batch the rules are applied to all the answers so far, the first batch that decides ends the round,
+so the caller passes the batches as a lazy iterable.
+
+Majority, not the first answer (a deliberate difference from upstream, where one Healthy answer in a
+batch stops the fence and otherwise one Unhealthy answer fences): a peer holding a valid certificate
+may be compromised or wrong, and one such peer must not be able to reboot a node that only lost the API
+server, nor keep a node running that the cluster is about to treat as rebooted. Healthy and Unhealthy
+answers are counted over the batches asked so far; the larger count decides, a tie asks the next batch.
+With one lying peer among three honest ones the honest answers win; with one peer it decides alone, as
+upstream.
+
+``Busy`` is not an answer about the node but a sign of life: the peer accepted the connection and closed
+it before any TLS because it was serving as many peers as it may. A busy peer is alive, so it keeps the
+node from counting as isolated, and it is never counted as Healthy, Unhealthy or API error.
 
 Control-plane verdict (``control_plane_verdict``), for a node labelled control-plane, from the worker
-verdict, the answers of all control-plane peers and the node's self-diagnostics: any control-plane
-peer reporting Unhealthy → fence; worker PeerReportsUnhealthy → fence; worker Isolated or
+verdict, the answers of all control-plane peers and the node's self-diagnostics: more control-plane
+peers reporting Unhealthy than Healthy → fence; worker PeerReportsUnhealthy → fence; worker Isolated or
 NoPeersIsolated → healthy only if a control-plane peer answered; ApiServerOutage → healthy only if the
 diagnostics pass; TooFewPeers → healthy only if the diagnostics pass and a control-plane peer
 answered; any other worker verdict → healthy.
@@ -48,14 +61,17 @@ HEALTHY = 1
 UNHEALTHY = 2
 API_ERROR = 3
 REQUEST_FAILED = -1  # no answer: dial or request failed or timed out (counted by the asker only)
-ANSWER_NAMES = {HEALTHY: "Healthy", UNHEALTHY: "Unhealthy", API_ERROR: "ApiError", REQUEST_FAILED: "RequestFailed"}
+BUSY = -2  # the peer accepted the connection, then closed it unanswered: alive, but full (asker only)
+ANSWER_NAMES = {
+    HEALTHY: "Healthy",
+    UNHEALTHY: "Unhealthy",
+    API_ERROR: "ApiError",
+    REQUEST_FAILED: "RequestFailed",
+    BUSY: "Busy",
+}
 
 #: Seconds without any peer answer after which a node that cannot decide counts as isolated.
 MAX_SECONDS_WITHOUT_PEER_ANSWER = 30.0
-#: After the watchdog stopped being fed, the software reboot runs this long after the watchdog's
-#: own timeout (if the node still runs, the watchdog did not reset it). Within the safe time's
-#: "watchdog + 30 s" part.
-SOFTWARE_REBOOT_MARGIN_SECONDS = 10.0
 
 
 class Code:
@@ -86,7 +102,7 @@ class Verdict:
 
     @property
     def any_answer(self) -> bool:
-        """Whether a peer answered at all (any status other than RequestFailed)."""
+        """Whether a peer showed it is alive (any status other than RequestFailed, Busy included)."""
         return any(answer != REQUEST_FAILED for answer in self.answers)
 
     def as_dict(self) -> dict[str, Any]:
@@ -128,31 +144,31 @@ def worker_verdict(
     if worker_peers == 0:
         return Verdict(Code.NO_PEERS_ISOLATED, True, False, "no worker peers and minPeersForRemediation 0: isolated")
     answers: list[int] = []
-    api_errors = 0
     asked = 0
     for batch in batches:
         asked += 1
-        batch = tuple(batch)
         answers.extend(batch)
-        if HEALTHY in batch:
+        healthy, unhealthy = answers.count(HEALTHY), answers.count(UNHEALTHY)
+        so_far = f"{healthy} Healthy, {unhealthy} Unhealthy of {len(answers)} answers"
+        if healthy > unhealthy:
             return Verdict(
                 Code.PEER_REPORTS_HEALTHY,
                 False,
                 True,
-                "a peer sees no remediation for this node",
+                f"peers see no remediation for this node ({so_far})",
                 tuple(answers),
                 asked,
             )
-        if UNHEALTHY in batch:
+        if unhealthy > healthy:
             return Verdict(
                 Code.PEER_REPORTS_UNHEALTHY,
                 True,
                 False,
-                "a peer reports a remediation for this node",
+                f"peers report a remediation for this node ({so_far})",
                 tuple(answers),
                 asked,
             )
-        api_errors += batch.count(API_ERROR)
+        api_errors = answers.count(API_ERROR)
         if api_errors > worker_peers // 2:
             return Verdict(
                 Code.API_SERVER_OUTAGE,
@@ -185,12 +201,15 @@ def control_plane_verdict(worker: Verdict, control_plane_answers: Sequence[int],
     peers (asked in one batch) and whether its self-diagnostics pass."""
     reachable = any(answer != REQUEST_FAILED for answer in control_plane_answers)
     answers = worker.answers + tuple(control_plane_answers)
+    cp_unhealthy = control_plane_answers.count(UNHEALTHY) > control_plane_answers.count(HEALTHY)
 
     def verdict(code: str, fence: bool, reason: str) -> Verdict:
         return Verdict(code, fence, worker.reset_errors and not fence, reason, answers, worker.batches_asked)
 
-    if UNHEALTHY in control_plane_answers:
-        return verdict(Code.CONTROL_PLANE_PEER_REPORTS_UNHEALTHY, True, "a control-plane peer reports a remediation")
+    if cp_unhealthy:
+        return verdict(
+            Code.CONTROL_PLANE_PEER_REPORTS_UNHEALTHY, True, "more control-plane peers report a remediation than not"
+        )
     if worker.code == Code.PEER_REPORTS_UNHEALTHY:
         return verdict(worker.code, True, worker.reason)
     if worker.code in (Code.ISOLATED, Code.NO_PEERS_ISOLATED):

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The time after which an unhealthy node can be assumed rebooted (fenced), and the peer batch plan.
 
-Pure, standard library only: the remediation module and the node agent (issue 7) use the same
+Pure, standard library only: the remediation module and the node agent use the same
 arithmetic, so the formula exists once. The minimum is the longest an agent can take to decide that
 its node must reboot, plus the reboot itself::
 
@@ -12,7 +12,8 @@ its node must reboot, plus the reboot itself::
     minimum     = api_check + peer_check + watchdog
 
 where the effective peer request timeout is ``max(peerRequestTimeout, apiServerTimeout + 2 s)``, the
-time the agent really waits (DESIGN.md deviation 5; upstream computes with the configured value), and
+time the agent really waits (upstream computes with the configured value, which can come out shorter
+than the agent's real decision time), and
 the batches are those of :func:`peer_batches`. A configured ``safeTimeToAssumeNodeRebootedSeconds``
 is used only when it is not below the minimum.
 
@@ -56,6 +57,13 @@ MIN_PEER_CHECK_SECONDS = 30.0
 PEER_REQUEST_MARGIN_SECONDS = 2.0
 UNKNOWN_WATCHDOG_SECONDS = 60.0
 REBOOT_MARGIN_SECONDS = 30.0
+#: The agent's software fallback, counted from the moment it stopped feeding the watchdog: the reboot
+#: command runs once the watchdog's timeout plus this margin has passed with the node still running (the
+#: watchdog did not reset it), and the sysrq reboot follows after the second margin if the command did
+#: not take the node down. Both fall inside the safe time's "watchdog + REBOOT_MARGIN_SECONDS", leaving
+#: the rest of that margin for the reset itself.
+SOFTWARE_REBOOT_AFTER_SECONDS = 10.0
+SYSRQ_AFTER_SECONDS = 20.0
 
 
 class SafeTimeError(ValueError):
@@ -115,6 +123,13 @@ def peer_batches(workers: int) -> list[int]:
         sizes.append(size)
         left -= size
     return sizes
+
+
+def software_fallback(watchdog_timeout: float) -> tuple[float, float]:
+    """When the agent's software fallback fires, in seconds after fencing began, for a watchdog of
+    ``watchdog_timeout`` seconds: (the reboot command, the sysrq reboot). Both lie within
+    ``watchdog_timeout + REBOOT_MARGIN_SECONDS``, the reboot part of the safe time."""
+    return watchdog_timeout + SOFTWARE_REBOOT_AFTER_SECONDS, watchdog_timeout + SYSRQ_AFTER_SECONDS
 
 
 def effective_peer_request_timeout(peer_request_timeout: float, api_server_timeout: float) -> float:

@@ -5,16 +5,22 @@
 Runs on the node's system Python 3 (3.9 or newer) with the standard library only; the decisions and
 the safe-time arithmetic come from the collection's pure core (``plugins/module_utils/core``), which
 the role installs next to this file as the package ``nodeops_core``. Run from a checkout of the
-collection, the core is found there. Semantics of medik8s Self Node Remediation's agent (reference
-A.2): an API check every apiCheckInterval; after maxApiErrorThreshold failures the peers are asked
-over HTTPS with mutual TLS (TLS 1.3, one CA) whether a remediation exists for this node; the
-decision table is ``nodeops_core.peer``. Fencing = stop feeding the watchdog, then, if the node still
-runs after the watchdog's timeout plus a margin, the software reboot (reboot command, then sysrq).
+collection, the core is found there. Semantics of medik8s Self Node Remediation's agent: an API check
+every apiCheckInterval; after maxApiErrorThreshold failures the peers are asked over HTTPS with mutual
+TLS (TLS 1.3, one CA) whether a remediation exists for this node; the decision table is
+``nodeops_core.peer``.
+
+Fencing = write the fence marker (``fenceMarkerFile``, on tmpfs, keyed by the boot ID), stop feeding
+the watchdog, then, if the node still runs after the watchdog's timeout plus a margin, the software
+reboot (reboot command, then sysrq), on the schedule of ``nodeops_core.safetime.software_fallback``.
+An agent that starts and finds this boot's marker carries the fence on and never opens the watchdog
+(opening restarts its timer); the watchdog is first opened after a check that showed the node healthy.
 
 Usage: ``python3 nodeops_node_agent.py --config /etc/nodeops-node-agent/config.json [--check-config]``.
 The peer protocol: ``GET /v1/health`` over mutual TLS; the asking node is the common name of its
 client certificate (so a peer can only ask about itself), the answer ``{"status": 1|2|3}`` (Healthy,
-Unhealthy, ApiError).
+Unhealthy, ApiError). Connections from addresses outside the peer list are closed before any TLS; a
+full server closes new connections at once, which the asker counts as "busy" (alive).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import importlib.util
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import socketserver
@@ -37,7 +44,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from types import ModuleType
 from typing import Any
 
@@ -47,10 +54,12 @@ PEER_PATH = "/v1/health"
 WDIOC_GETTIMEOUT = 0x80045707  # _IOR('W', 7, int)
 MAX_PEER_CONNECTIONS = 32
 PEER_SERVER_IO_TIMEOUT = 5.0
+MAX_PEER_CONNECTIONS_PER_SOURCE = 4
+PEER_EXCHANGE_SECONDS = 5.0  # a peer's whole exchange, TLS handshake included
 MAX_REQUEST_BYTES = 8192
-MAX_RESPONSE_BYTES = 65536
+MAX_PEER_RESPONSE_BYTES = 4096  # a peer's answer is {"status": N} behind a few headers
+MAX_API_RESPONSE_BYTES = 16 * 1024 * 1024  # a list of SelfNodeRemediations in a remediation storm
 PEER_RETRY_SECONDS = 120.0  # a failed peer-list refresh is retried this often (upstream: 2 min)
-SYSRQ_AFTER_COMMAND_SECONDS = 60.0  # the reboot command "worked" but the node still runs
 
 
 def load_core(directory: str | None = None) -> dict[str, ModuleType]:
@@ -81,6 +90,10 @@ def load_core(directory: str | None = None) -> dict[str, ModuleType]:
 
 
 # -- HTTPS with a chosen TLS name ----------------------------------------------------------------
+class PeerBusy(ConnectionError):
+    """The peer accepted the connection and closed it before any TLS: alive, but serving others."""
+
+
 def https_request(
     address: tuple[str, int],
     tls_name: str,
@@ -89,20 +102,30 @@ def https_request(
     timeout: float,
     headers: dict[str, str] | None = None,
     dial_timeout: float | None = None,
+    max_bytes: int = MAX_API_RESPONSE_BYTES,
 ) -> tuple[int, bytes]:
     """One GET over a new TLS connection, the certificate checked against ``tls_name``; the whole
-    exchange ends within ``timeout`` seconds (after the connection, made within ``dial_timeout``)."""
+    exchange ends within ``timeout`` seconds (after the connection, made within ``dial_timeout``), and
+    an answer of more than ``max_bytes`` bytes is refused unread.
+
+    Raises PeerBusy when the server closes the connection during the TLS handshake, OSError (or
+    ssl.SSLError) for any other failure, ValueError for an answer that is not well-formed HTTP."""
     sock = socket.create_connection(address, timeout=dial_timeout or timeout)
     try:
         deadline = time.monotonic() + timeout
         sock.settimeout(timeout)
-        tls = context.wrap_socket(sock, server_hostname=tls_name)
+        tls = context.wrap_socket(sock, server_hostname=tls_name, do_handshake_on_connect=False)
         sock = tls
+        try:
+            tls.do_handshake()
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError, BrokenPipeError) as err:
+            raise PeerBusy(f"closed during the TLS handshake: {err}") from err
         lines = [f"GET {path} HTTP/1.1", f"Host: {tls_name}", "Connection: close", "Accept: application/json"]
         lines += [f"{key}: {value}" for key, value in (headers or {}).items()]
         tls.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))
-        data = b""
-        while len(data) <= MAX_RESPONSE_BYTES:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("the answer took too long")
@@ -110,28 +133,52 @@ def https_request(
             chunk = tls.recv(16384)
             if not chunk:
                 break
-            data += chunk
+            size += len(chunk)
+            if size > max_bytes:
+                raise ValueError(f"the answer is larger than {max_bytes} bytes")
+            chunks.append(chunk)
     finally:
         sock.close()
-    head, _sep, body = data.partition(b"\r\n\r\n")
+    return parse_http_answer(b"".join(chunks))
+
+
+def parse_http_answer(data: bytes) -> tuple[int, bytes]:
+    """(status, body) of a whole HTTP/1.1 answer; the body undone from chunked transfer encoding."""
+    head, sep, body = data.partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
-    if len(status_line) < 2 or not status_line[1].isdigit():
+    if not sep or len(status_line) < 2 or not status_line[0].startswith(b"HTTP/"):
         raise ValueError("not an HTTP answer")
+    code = status_line[1]
+    if len(code) != 3 or not all(48 <= c <= 57 for c in code):
+        raise ValueError("not an HTTP status code")
     if b"transfer-encoding: chunked" in head.lower():
-        body = _unchunk(body)
-    return int(status_line[1]), body
+        body = unchunk(body)
+    return int(code), body
 
 
-def _unchunk(body: bytes) -> bytes:
-    out = b""
-    while body:
-        size_text, _sep, rest = body.partition(b"\r\n")
-        size = int(size_text.split(b";")[0] or b"0", 16)
+HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+
+
+def unchunk(body: bytes) -> bytes:
+    """The data of a chunked body. Every chunk size must be hexadecimal and fit in what was received,
+    so the result is never larger than ``body``; anything else raises ValueError."""
+    out: list[bytes] = []
+    pos = 0
+    while True:
+        end = body.find(b"\r\n", pos)
+        if end < 0:
+            raise ValueError("a chunk size line is cut off")
+        size_text = body[pos:end].split(b";", 1)[0].strip()
+        if not size_text or len(size_text) > 8 or not set(size_text) <= HEX_DIGITS:
+            raise ValueError("a chunk size is not a hexadecimal number")
+        size = int(size_text, 16)
         if size == 0:
-            break
-        out += rest[:size]
-        body = rest[size + 2 :]
-    return out
+            return b"".join(out)
+        start = end + 2
+        if start + size + 2 > len(body):
+            raise ValueError("a chunk is larger than the answer")
+        out.append(body[start : start + size])
+        pos = start + size + 2
 
 
 class ApiClient:
@@ -182,8 +229,15 @@ class ApiClient:
 
 
 # -- watchdog ------------------------------------------------------------------------------------
+def boot_clock() -> float:
+    """Seconds since boot (CLOCK_BOOTTIME): comparable across the agent's processes of one boot."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 class Watchdog:
-    """The watchdog device: fed every third of its timeout until fencing stops it."""
+    """The watchdog device: opened only once a check has passed, then fed every third of its timeout
+    until fencing stops it. Opening a watchdog starts (or restarts) its timer, so it is never opened
+    by an agent that carries on a fence."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.path: str = cfg["watchdogFilePath"]
@@ -195,16 +249,20 @@ class Watchdog:
         self.last_feed = 0.0
         self.lock = threading.Lock()
 
-    def open(self) -> bool:
+    def available(self) -> bool:
+        """Whether the device is there to be opened later (loading softdog when it is missing)."""
         if not os.path.exists(self.path) and self.softdog and self.path.startswith("/dev/"):
             LOG.info("watchdog %s is missing; loading softdog", self.path)
             try:
                 subprocess.run(["modprobe", "softdog"], check=False, capture_output=True, timeout=30)
             except (OSError, subprocess.SubprocessError) as err:
                 LOG.warning("cannot load softdog: %s", err)
-        if not os.path.exists(self.path):
-            LOG.warning("no watchdog at %s", self.path)
+        if not os.path.exists(self.path) or not os.access(self.path, os.W_OK):
+            LOG.warning("no usable watchdog at %s", self.path)
             return False
+        return True
+
+    def open(self) -> bool:
         try:
             self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError as err:
@@ -246,56 +304,190 @@ class Watchdog:
                 LOG.info("watchdog disarmed")
 
 
+def read_boot_id(path: str) -> str:
+    """This boot's ID (the kernel's random boot_id); "" when it cannot be read."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError as err:
+        LOG.error("cannot read the boot ID from %s: %s", path, err)
+        return ""
+
+
+class FenceMarker:
+    """A file (on tmpfs, under /run) that says this boot is being fenced: written before the watchdog
+    stops being fed, so that no later agent process of the same boot feeds it again. A marker of
+    another boot is stale (the node rebooted) and is removed."""
+
+    def __init__(self, path: str, boot_id: str) -> None:
+        self.path = path
+        self.boot_id = boot_id
+
+    def load(self) -> dict[str, Any] | None:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                marker = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            # unreadable or cut off: it was written, so a fence had begun; treat it as this boot's
+            LOG.error("the fence marker %s cannot be read (%s): carrying on the fence", self.path, err)
+            return {"bootId": self.boot_id, "reason": "unreadable fence marker"}
+        if not isinstance(marker, dict):
+            return {"bootId": self.boot_id, "reason": "unreadable fence marker"}
+        if marker.get("bootId") != self.boot_id or not self.boot_id:
+            if self.boot_id:
+                LOG.info("removing the fence marker of an earlier boot (%s)", marker.get("bootId"))
+                with contextlib.suppress(OSError):
+                    os.remove(self.path)
+                return None
+            return marker
+        return marker
+
+    def write(self, reason: str, since: float, watchdog_timeout: float) -> None:
+        marker = {
+            "bootId": self.boot_id,
+            "reason": reason,
+            "since": since,
+            "watchdogTimeout": watchdog_timeout,
+            "time": datetime.now(timezone.utc).isoformat(),
+        }
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            temp = f"{self.path}.tmp"
+            with open(temp, "w", encoding="utf-8") as handle:
+                json.dump(marker, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, self.path)
+        except OSError as err:
+            LOG.error("cannot write the fence marker %s: %s", self.path, err)
+
+
 # -- peer server ---------------------------------------------------------------------------------
 class PeerServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    """Answers ``GET /v1/health`` from peers with a client certificate of the peer CA."""
+    """Answers ``GET /v1/health`` from peers with a client certificate of the peer CA.
+
+    A connection from an address that is not a peer's is closed before any TLS work. A peer address
+    holds at most MAX_PEER_CONNECTIONS_PER_SOURCE connections and all together MAX_PEER_CONNECTIONS;
+    past that a connection is closed at once (the asker counts the peer busy, not gone). Each exchange,
+    handshake included, has PEER_EXCHANGE_SECONDS in all: a reaper closes connections past that.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 64
+    request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], context: ssl.SSLContext, answer: Callable[[str], int]) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        context: ssl.SSLContext,
+        answer: Callable[[str], int],
+        is_peer: Callable[[str], bool],
+        exchange_seconds: float = PEER_EXCHANGE_SECONDS,
+    ) -> None:
         self.context = context
         self.answer = answer
-        self.slots = threading.BoundedSemaphore(MAX_PEER_CONNECTIONS)
-        self.rejected = 0
+        self.is_peer = is_peer
+        self.exchange_seconds = exchange_seconds
+        self.lock = threading.Lock()
+        self.per_source: dict[str, int] = {}
+        self.deadlines: dict[socket.socket, tuple[float, int]] = {}  # connection -> (deadline, descriptor)
+        self.strangers = 0  # connections from addresses that are not peers'
+        self.busy = 0  # connections closed because the server or the source was full
+        self.rejected = 0  # failed handshakes and bad requests
+        self.overdue = 0  # exchanges closed by the reaper
         self.answered = 0
         super().__init__(address, PeerHandler)
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        if self.is_peer(_source(client_address)):
+            return True
+        self.strangers += 1
+        return False
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
+        source = _source(client_address)
+        with self.lock:
+            full = (
+                len(self.deadlines) >= MAX_PEER_CONNECTIONS
+                or self.per_source.get(source, 0) >= MAX_PEER_CONNECTIONS_PER_SOURCE
+            )
+            if not full:
+                self.per_source[source] = self.per_source.get(source, 0) + 1
+                self.deadlines[request] = (time.monotonic() + self.exchange_seconds, request.fileno())
+        if full:
+            self.busy += 1
             self.shutdown_request(request)
-            self.rejected += 1
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self.slots.release()
+            self._release(request, source)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.slots.release()
+            self._release(request, _source(client_address))
+
+    def _release(self, request: socket.socket, source: str) -> None:
+        with self.lock:
+            if self.deadlines.pop(request, None) is not None:
+                left = self.per_source.get(source, 1) - 1
+                if left > 0:
+                    self.per_source[source] = left
+                else:
+                    self.per_source.pop(source, None)
+
+    def _reap(self) -> None:
+        """Ends every exchange past its deadline: a shutdown wakes the thread blocked on it. Under the
+        lock, so a descriptor is never shut down after its connection was released (and reused)."""
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            with self.lock:
+                for sock, (deadline, fd) in list(self.deadlines.items()):
+                    if deadline > now:
+                        continue
+                    self.deadlines[sock] = (now + 3600.0, fd)  # once
+                    self.overdue += 1
+                    try:
+                        duplicate = socket.socket(fileno=os.dup(fd))
+                    except OSError:
+                        continue
+                    with contextlib.suppress(OSError):
+                        duplicate.shutdown(socket.SHUT_RDWR)
+                    duplicate.close()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
-        request.settimeout(PEER_SERVER_IO_TIMEOUT)
+        # a safety net only: the reaper ends the exchange at its deadline, whatever each read waits
+        request.settimeout(self.exchange_seconds + 5.0)
+        tls: ssl.SSLSocket | None = None
         try:
-            tls = self.context.wrap_socket(request, server_side=True)
+            tls = self.context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+            tls.do_handshake()
+            PeerHandler(tls, client_address, self)
         except (OSError, ValueError) as err:
             self.rejected += 1
-            LOG.debug("peer connection from %s refused: %s", client_address[0], err)
-            return
-        try:
-            PeerHandler(tls, client_address, self)
+            LOG.debug("peer exchange with %s failed: %s", client_address[0], err)
         finally:
-            with contextlib.suppress(OSError):
-                tls.close()
+            self._release(request, _source(client_address))  # before the descriptor is closed
+            if tls is not None:
+                with contextlib.suppress(OSError):
+                    tls.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         self.rejected += 1
         LOG.debug("peer request from %s failed: %s", client_address[0], sys.exc_info()[1])
+
+
+def _source(client_address: Any) -> str:
+    """The client's IP address, an IPv4-mapped IPv6 address as plain IPv4."""
+    address = str(client_address[0])
+    return address[7:] if address.startswith("::ffff:") and "." in address else address
 
 
 class PeerHandler(socketserver.BaseRequestHandler):
@@ -360,7 +552,7 @@ def boot_time() -> datetime:
     """When the node booted (from /proc/uptime), timezone-aware."""
     with open("/proc/uptime", encoding="ascii") as handle:
         uptime = float(handle.read().split()[0])
-    return datetime.now(UTC) - timedelta(seconds=uptime)
+    return datetime.now(timezone.utc) - timedelta(seconds=uptime)
 
 
 class Agent:
@@ -371,28 +563,45 @@ class Agent:
         self.node = cfg["nodeName"]
         self.api = ApiClient(cfg)
         self.watchdog = Watchdog(cfg)
+        self.watchdog_usable = False
         self.stop = threading.Event()
         self.client_context = client_context(cfg)
         self.server: PeerServer | None = None
         self.error_count = 0
         self.last_answer = time.monotonic()  # as upstream: counted from the agent's start
         self.peers: list[dict[str, Any]] = []
+        self.peer_addresses: frozenset[str] = frozenset()
         self.peers_loaded_at = -1e9
         self.peers_ok = False
         self.control_plane = False
         self.fenced = False
         self.fence_reason = ""
+        self.fence_carried_over = False
         self.fenced_uids: list[str] = []
-        self.fenced_at = 0.0
-        self.software_reboot_done = False
+        self.fenced_at = 0.0  # boot_clock() when fencing began
+        self.fallback_done: set[str] = set()
         self.state = "starting"
         self.last_verdict: dict[str, Any] | None = None
         self.checks = 0
         self.verdicts: dict[str, int] = {}
         self.boot = boot_time()
+        self.marker = FenceMarker(cfg["fenceMarkerFile"], read_boot_id(cfg["bootIdFile"]))
         self.request_timeout = self.safetime.effective_peer_request_timeout(
             cfg["peerRequestTimeout"], cfg["apiServerTimeout"]
         )
+        carried = self.marker.load()
+        if carried is not None:
+            # a fence of this boot began in an earlier process: it goes on, and the watchdog is never
+            # opened again (opening restarts its timer)
+            self.fenced = True
+            self.fence_carried_over = True
+            self.fence_reason = str(carried.get("reason") or "fence marker")
+            since = carried.get("since")
+            self.fenced_at = float(since) if isinstance(since, (int, float)) else boot_clock()
+            timeout = carried.get("watchdogTimeout")
+            if isinstance(timeout, (int, float)) and timeout > 0:
+                self.watchdog.timeout = float(timeout)
+            self.state = "fenced"
 
     # peers
     def refresh_peers(self) -> None:
@@ -414,7 +623,11 @@ class Agent:
             LOG.warning("cannot read the peer list %s: %s", self.cfg["peersFile"], err)
             self.peers_ok = False
             return
+        # every node asks its peers in an order of its own, so an outage does not send the whole
+        # fleet's questions to the first few nodes of the list
+        random.Random(self.node).shuffle(peers)
         self.peers = peers
+        self.peer_addresses = frozenset(address for peer in peers for address in resolve(peer["address"]))
         self.peers_ok = True
         try:
             node = self.api.node(self.node, self.cfg["peerApiServerTimeout"])
@@ -428,6 +641,9 @@ class Agent:
             len(self.control_plane_peers()),
             self._role(),
         )
+
+    def is_peer(self, address: str) -> bool:
+        return address in self.peer_addresses
 
     def _role(self) -> str:
         return "control-plane node" if self.control_plane else "worker"
@@ -447,12 +663,16 @@ class Agent:
                 PEER_PATH,
                 self.request_timeout,
                 dial_timeout=self.cfg["peerDialTimeout"],
+                max_bytes=MAX_PEER_RESPONSE_BYTES,
             )
             answer = json.loads(body).get("status") if status == 200 else None
+        except PeerBusy as err:
+            LOG.debug("peer %s is busy: %s", peer["name"], err)
+            return int(self.peer.BUSY)
         except (OSError, ValueError, ssl.SSLError, AttributeError) as err:
             LOG.debug("peer %s did not answer: %s", peer["name"], err)
             return int(self.peer.REQUEST_FAILED)
-        if answer in (self.peer.HEALTHY, self.peer.UNHEALTHY, self.peer.API_ERROR):
+        if answer in (self.peer.HEALTHY, self.peer.UNHEALTHY, self.peer.API_ERROR) and type(answer) is int:
             return int(answer)
         return int(self.peer.REQUEST_FAILED)
 
@@ -525,7 +745,9 @@ class Agent:
             return False
         return True
 
-    def check_once(self) -> None:
+    def check_once(self) -> bool:
+        """One API check (and, after enough failures, a peer round). True when it showed the node
+        healthy: the API answered and holds no remediation for it, or the peers said so."""
         self.checks += 1
         timeout = self.cfg["apiServerTimeout"]
         if self.api.ready(timeout):
@@ -537,16 +759,17 @@ class Agent:
                 items = self.api.remediations(timeout)
             except (OSError, ValueError, ssl.SSLError) as err:
                 LOG.info("cannot list SelfNodeRemediations: %s", err)
-                return
+                return False
             item = self.peer.remediation_to_act_on(items, self.node, self.boot, self.fenced_uids)
             if item is not None:
                 meta = item.get("metadata") or {}
                 self.fenced_uids.append(str(meta.get("uid", "")))
                 self.fence(f"SelfNodeRemediation {meta.get('namespace')}/{meta.get('name')} is for this node")
-            return
+                return False
+            return not self.fenced
         self.error_count += 1
         if self.fenced:
-            return
+            return False
         verdict = self.decide()
         self.last_verdict = verdict.as_dict()
         self.verdicts[verdict.code] = self.verdicts.get(verdict.code, 0) + 1
@@ -557,38 +780,63 @@ class Agent:
         self.state = "api-errors"
         if verdict.fence:
             self.fence(verdict.reason)
+            return False
+        return bool(verdict.reset_errors)
+
+    def arm_watchdog(self) -> None:
+        """Open the watchdog after a check that showed the node healthy (never while fenced)."""
+        if self.watchdog_usable and not self.watchdog.armed and not self.fenced:
+            self.watchdog_usable = self.watchdog.open()
 
     def fence(self, reason: str) -> None:
         if self.fenced:
             return
+        since = boot_clock()
+        if not self.watchdog.armed:
+            # nothing will reset the node: the fallback's schedule starts as if the watchdog had failed
+            since -= self.safetime.software_fallback(self.watchdog.timeout)[0]
+        # the marker first: once the watchdog is no longer fed, no agent of this boot feeds it again
+        self.marker.write(reason, since, self.watchdog.timeout)
         self.fenced = True
-        self.fenced_at = time.monotonic()
+        self.fenced_at = since
         self.fence_reason = reason
         self.state = "fenced"
         if self.watchdog.armed:
             self.watchdog.stop_feeding()
             LOG.warning("FENCING: %s; the watchdog is no longer fed (reset in %gs)", reason, self.watchdog.timeout)
         else:
-            LOG.warning("FENCING: %s; no watchdog, software reboot now", reason)
-            self.software_reboot()
+            LOG.warning("FENCING: %s; no armed watchdog, software reboot now", reason)
+            self.fallback()
         self.write_status()
 
-    def software_reboot(self) -> None:
-        if self.software_reboot_done or not self.cfg["isSoftwareRebootEnabled"]:
+    def fallback(self) -> None:
+        """The software fallback of a fence, on the schedule of the safe time: the reboot command once
+        the watchdog should have reset the node, sysrq once more after that (or at once when the reboot
+        command fails)."""
+        if not self.cfg["isSoftwareRebootEnabled"]:
             return
-        self.software_reboot_done = True
+        command_at, sysrq_at = self.safetime.software_fallback(self.watchdog.timeout)
+        elapsed = boot_clock() - self.fenced_at
+        if elapsed >= command_at and "command" not in self.fallback_done:
+            self.fallback_done.add("command")
+            LOG.warning("still running %.0fs after fencing began: software reboot", elapsed)
+            if not self.software_reboot():
+                self.sysrq()
+        if elapsed >= sysrq_at and "sysrq" not in self.fallback_done:
+            self.sysrq()
+
+    def software_reboot(self) -> bool:
         command = self.cfg["rebootCommand"]
         LOG.warning("software reboot: %s", " ".join(command))
         try:
             result = subprocess.run(command, check=False, capture_output=True, timeout=30)
-            ok = result.returncode == 0
         except (OSError, subprocess.SubprocessError) as err:
             LOG.error("the reboot command failed: %s", err)
-            ok = False
-        if not ok:
-            self.sysrq()
+            return False
+        return result.returncode == 0
 
     def sysrq(self) -> None:
+        self.fallback_done.add("sysrq")
         LOG.error("reboot through %s", self.cfg["sysrqTriggerPath"])
         try:
             with open(self.cfg["sysrqTriggerPath"], "w", encoding="ascii") as handle:
@@ -598,22 +846,34 @@ class Agent:
 
     def write_status(self) -> None:
         path = self.cfg["statusFile"]
+        server = self.server
         status = {
             "node": self.node,
             "state": self.state,
             "fenced": self.fenced,
             "fence_reason": self.fence_reason,
+            "fence_carried_over": self.fence_carried_over,
             "api_errors": self.error_count,
             "control_plane": self.control_plane,
             "peers": len(self.peers),
-            "peer_answers_served": self.server.answered if self.server else 0,
-            "peer_connections_refused": self.server.rejected if self.server else 0,
-            "watchdog": {"path": self.watchdog.path, "armed": self.watchdog.armed, "timeout": self.watchdog.timeout},
+            "peer_answers_served": server.answered if server else 0,
+            "peer_connections_refused": server.rejected if server else 0,
+            "peer_connections_from_strangers": server.strangers if server else 0,
+            "peer_connections_busy": server.busy if server else 0,
+            "peer_exchanges_overdue": server.overdue if server else 0,
+            "watchdog": {
+                "path": self.watchdog.path,
+                "usable": self.watchdog_usable,
+                "armed": self.watchdog.armed,
+                "feeding": self.watchdog.armed and self.watchdog.feeding,
+                "timeout": self.watchdog.timeout,
+            },
+            "software_fallback": sorted(self.fallback_done),
             "last_verdict": self.last_verdict,
             "verdicts": self.verdicts,
             "checks": self.checks,
             "pid": os.getpid(),
-            "time": datetime.now(UTC).isoformat(),
+            "time": datetime.now(timezone.utc).isoformat(),
         }
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -627,29 +887,28 @@ class Agent:
     # threads
     def feeder(self) -> None:
         while not self.stop.is_set():
-            if self.watchdog.armed and not self.fenced:
+            if self.fenced:
+                self.fallback()
+            elif self.watchdog.armed:
                 try:
                     self.watchdog.feed()
                 except OSError as err:
                     LOG.error("feeding the watchdog failed: %s", err)
-            elif self.fenced and not self.software_reboot_done:
-                wait = self.watchdog.timeout + self.peer.SOFTWARE_REBOOT_MARGIN_SECONDS
-                if time.monotonic() - self.fenced_at >= wait:
-                    LOG.warning("still running %gs after fencing: the watchdog did not reset the node", wait)
-                    self.software_reboot()
-            elif self.software_reboot_done and time.monotonic() - self.fenced_at > (
-                self.watchdog.timeout + self.peer.SOFTWARE_REBOOT_MARGIN_SECONDS + SYSRQ_AFTER_COMMAND_SECONDS
-            ):
-                self.sysrq()
-                self.fenced_at = time.monotonic()
             self.stop.wait(min(self.watchdog.timeout / 3, 1.0) if self.fenced else self.watchdog.timeout / 3)
 
     def run(self) -> int:
-        if not self.watchdog.open() and not self.cfg["isSoftwareRebootEnabled"]:
-            LOG.error("no usable watchdog and isSoftwareRebootEnabled is false: this node cannot be fenced")
-            return 3
+        if self.fenced:
+            LOG.warning(
+                "FENCING goes on from an earlier agent process of this boot (%s); the watchdog stays unfed",
+                self.fence_reason,
+            )
+        else:
+            self.watchdog_usable = self.watchdog.available()
+            if not self.watchdog_usable and not self.cfg["isSoftwareRebootEnabled"]:
+                LOG.error("no usable watchdog and isSoftwareRebootEnabled is false: this node cannot be fenced")
+                return 3
         self.server = PeerServer(
-            (self.cfg["listenAddress"], self.cfg["hostPort"]), server_context(self.cfg), self.answer_peer
+            (self.cfg["listenAddress"], self.cfg["hostPort"]), server_context(self.cfg), self.answer_peer, self.is_peer
         )
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True).start()
         threading.Thread(target=self.feeder, daemon=True).start()
@@ -664,7 +923,8 @@ class Agent:
             if now - self.peers_loaded_at >= interval:
                 self.peers_loaded_at = now
                 self.refresh_peers()
-            self.check_once()
+            if self.check_once():
+                self.arm_watchdog()
             self.write_status()
             self.stop.wait(self.cfg["apiCheckInterval"])
         self.server.shutdown()
@@ -672,6 +932,15 @@ class Agent:
         self.watchdog.disarm()
         LOG.info("node agent stopped")
         return 0
+
+
+def resolve(address: str) -> list[str]:
+    """The IP addresses of a peer's address (an IP address, or a name resolved now)."""
+    try:
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(address, None, type=socket.SOCK_STREAM)})
+    except (OSError, UnicodeError) as err:
+        LOG.warning("cannot resolve peer address %s: %s", address, err)
+        return []
 
 
 def read_config(path: str, core: dict[str, ModuleType]) -> dict[str, Any]:
