@@ -18,6 +18,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,48 @@ def test_role_installs_agents_that_run_and_refuse_strangers(deployed: dict[str, 
     with pytest.raises(urllib.error.HTTPError) as forbidden:
         urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(cluster.ca_file)), timeout=10)
     assert forbidden.value.code == 403
+
+
+def test_agents_named_by_ip_address_verify_each_other(deployed: dict[str, Any]) -> None:
+    """Nodes named by their IP address get an IP entry in their certificate, so peers can check it."""
+    cluster, extra, tmp = deployed["cluster"], deployed["extra"], deployed["tmp"]
+    hosts: dict[str, Any] = {}
+    for index, template in enumerate(deployed["hosts"].values()):
+        address = f"127.0.0.{21 + index}"
+        base = tmp / address
+        hosts[address] = {
+            **template,
+            "node_agent_address": address,
+            "node_agent_install_dir": str(base / "opt"),
+            "node_agent_config_dir": str(base / "etc"),
+            "node_agent_status_file": str(base / "run/status.json"),
+            "node_agent_settings": {**template["node_agent_settings"], "listenAddress": address},
+        }
+    inventory = tmp / "inventory-ip.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    deploy(cluster, inventory, extra)
+    names = sorted(hosts)
+    for name in names:
+        etc = Path(hosts[name]["node_agent_config_dir"])
+        agent = AgentProcess(name, etc.parent, json.loads((etc / "config.json").read_text()))
+        command = [sys.executable, str(Path(hosts[name]["node_agent_install_dir"]) / "nodeops_node_agent.py")]
+        with (etc.parent / "agent.log").open("ab") as log:
+            agent.process = subprocess.Popen(
+                [*command, "--config", str(etc / "config.json")], stdout=log, stderr=subprocess.STDOUT
+            )
+        deployed["agents"].append(agent)
+    pki: Path = deployed["pki"]
+    for asker, asked in ((names[0], names[1]), (names[1], names[0])):
+        # the agent checks the peer's certificate against the peer's name, here an IP address
+        context = peer_client_context(pki / "ca.crt", pki / f"{asker}.crt", pki / f"{asker}.key")
+        port = hosts[asked]["node_agent_settings"]["hostPort"]
+        answer = wait_for(partial(answered, asker, asked, port, context), 60, f"{asked} answering {asker}")
+        assert answer == (200, {"status": 1})
+
+
+def answered(asker: str, asked: str, port: int, context: ssl.SSLContext) -> tuple[int, Any] | None:
+    """The answer of ``asked`` (its name is its address) to ``asker`` (from its own address)."""
+    try:
+        return ask_peer(asked, port, asked, context, source=asker)
+    except ConnectionRefusedError:
+        return None  # not listening yet

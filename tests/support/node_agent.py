@@ -113,10 +113,14 @@ def peer_client_context(ca_file: Path, cert: Path | None, key: Path | None) -> s
     return context
 
 
-def ask_peer(address: str, port: int, name: str, context: ssl.SSLContext, timeout: float = 5.0) -> tuple[int, Any]:
-    """``GET /v1/health`` as a peer: (HTTP status, JSON body). Raises on a refused handshake."""
+def ask_peer(
+    address: str, port: int, name: str, context: ssl.SSLContext, timeout: float = 30.0, source: str | None = None
+) -> tuple[int, Any]:
+    """``GET /v1/health`` as a peer (from the address ``source`` if given): (HTTP status, JSON body).
+    Raises on a refused handshake."""
+    bind = (source, 0) if source else None
     with (
-        socket.create_connection((address, port), timeout=timeout) as raw,
+        socket.create_connection((address, port), timeout=timeout, source_address=bind) as raw,
         context.wrap_socket(raw, server_hostname=name) as tls,
     ):
         tls.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

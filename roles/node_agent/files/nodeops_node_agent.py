@@ -907,9 +907,20 @@ class Agent:
             if not self.watchdog_usable and not self.cfg["isSoftwareRebootEnabled"]:
                 LOG.error("no usable watchdog and isSoftwareRebootEnabled is false: this node cannot be fenced")
                 return 3
-        self.server = PeerServer(
-            (self.cfg["listenAddress"], self.cfg["hostPort"]), server_context(self.cfg), self.answer_peer, self.is_peer
-        )
+        while True:
+            try:
+                self.server = PeerServer(
+                    (self.cfg["listenAddress"], self.cfg["hostPort"]),
+                    server_context(self.cfg),
+                    self.answer_peer,
+                    self.is_peer,
+                )
+                break
+            except OSError as err:
+                # (a port still held by something else): retried, never a crash loop
+                LOG.error("cannot listen on %s:%d: %s", self.cfg["listenAddress"], self.cfg["hostPort"], err)
+                if self.stop.wait(5.0):
+                    return 0
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True).start()
         threading.Thread(target=self.feeder, daemon=True).start()
         LOG.info("node agent for %s started; peers on port %d", self.node, self.cfg["hostPort"])
@@ -943,6 +954,25 @@ def resolve(address: str) -> list[str]:
         return []
 
 
+def unusable_file(cfg: dict[str, Any]) -> str:
+    """What is wrong with the files the configuration names ("" when nothing): each must be readable,
+    and the certificates and key must load (a configuration error exits 2 and is not restarted, so a
+    broken file never turns into a crash loop)."""
+    for name in ("caFile", "tokenFile", "peerCaFile", "peerCertFile", "peerKeyFile", "peersFile"):
+        if not os.access(cfg[name], os.R_OK):
+            return f"{name}: {cfg[name]} is not readable"
+    try:
+        ssl.create_default_context(cafile=cfg["caFile"])
+    except (OSError, ssl.SSLError, ValueError) as err:
+        return f"caFile: {cfg['caFile']} is not a CA certificate: {err}"
+    try:
+        server_context(cfg)
+        client_context(cfg)
+    except (OSError, ssl.SSLError, ValueError) as err:
+        return f"peerCaFile, peerCertFile, peerKeyFile: the peer certificates do not load: {err}"
+    return ""
+
+
 def read_config(path: str, core: dict[str, ModuleType]) -> dict[str, Any]:
     with open(path, encoding="utf-8") as handle:
         raw = json.load(handle)
@@ -962,14 +992,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"nodeops-node-agent: configuration {args.config}: {err}", file=sys.stderr)
         return 2
+    problem = unusable_file(cfg)
+    if problem:
+        print(f"nodeops-node-agent: configuration {args.config}: {problem}", file=sys.stderr)
+        return 2
     if args.check_config:
-        for name in ("caFile", "tokenFile", "peerCaFile", "peerCertFile", "peerKeyFile"):
-            if not os.access(cfg[name], os.R_OK):
-                print(
-                    f"nodeops-node-agent: configuration {args.config}: {name}: {cfg[name]} is not readable",
-                    file=sys.stderr,
-                )
-                return 2
         print(f"nodeops-node-agent: configuration {args.config} is valid")
         return 0
     logging.basicConfig(
