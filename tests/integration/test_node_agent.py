@@ -350,3 +350,68 @@ def test_agents_in_network_namespaces(lab: dict[str, Any], api: client.ApiClient
     for agent in agents:
         assert agent.alive(), agent.log_tail()
     print("\n".join(report))
+
+
+class Flood:
+    """Holds as many connections as it can to each agent's peer port from a stranger's address, opening
+    a new one whenever one is closed; bounded in connections and stopped by ``close``."""
+
+    def __init__(self, source: str, targets: list[tuple[str, int]], per_target: int = 40, limit: int = 50_000) -> None:
+        self.source = source
+        self.stop = threading.Event()
+        self.opened = 0
+        self.limit = limit
+        self.threads = [
+            threading.Thread(target=self._hold, args=(target,), daemon=True)
+            for target in targets
+            for _index in range(per_target)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _hold(self, target: tuple[str, int]) -> None:
+        while not self.stop.is_set() and self.opened < self.limit:
+            self.opened += 1
+            try:
+                with socket.create_connection(target, timeout=5, source_address=(self.source, 0)) as sock:
+                    sock.settimeout(1.0)
+                    while not self.stop.is_set():
+                        try:
+                            if sock.recv(1) == b"":
+                                break
+                        except TimeoutError:
+                            continue
+            except OSError:
+                self.stop.wait(0.05)
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(10)
+
+
+def test_strangers_holding_connections_during_an_api_outage_fence_nobody(lab: dict[str, Any]) -> None:
+    agents: list[AgentProcess] = lab["agents"]
+    forwarder: Forwarder = lab["forwarder"]
+    net: NetLab = lab["net"]
+    wait_for(lambda: all(status(a)["state"] == "healthy" for a in agents), 60, "all agents healthy")
+    # the host's bridge address is no peer's: it opens and holds connections to every agent's peer port
+    flood = Flood(net.host, [(address, PEER_PORT) for address in net.addresses])
+    try:
+        wait_for(
+            lambda: all(status(a)["peer_connections_from_strangers"] >= 100 for a in agents), 60, "the flood arriving"
+        )
+        forwarder.down = True
+        wait_for(
+            lambda: all(status(a)["verdicts"].get("ApiServerOutage", 0) >= 3 for a in agents),
+            120,
+            "three outage verdicts on every agent, under the flood",
+        )
+    finally:
+        flood.close()
+        forwarder.down = False
+    # every agent still heard its peers ("API error"), so nobody decided it was isolated
+    for agent in agents:
+        assert not status(agent)["fenced"] and agent.reboots() == [], agent.log_tail()
+        assert "Isolated" not in status(agent)["verdicts"]
+        assert status(agent)["peer_connections_refused"] == 0  # not one TLS handshake for a stranger
