@@ -26,6 +26,11 @@ description:
   - When done the phase is C(Fencing-Completed) with C(Succeeded=True) (reason C(RemediationFinishedSuccessfully)). When
     the object is deleted (by M(nodeops.maintenance.node_health) once the node is healthy) the taints and the finalizer
     go.
+  - Nothing is tainted, deleted or marked rebooted for a node whose agent has not shown it can fence the node: the
+    node must carry C(is-reboot-capable.self-node-remediation.medik8s.io=true) (published by the node agent of this
+    collection, or the medik8s agent). Without it the object gets C(Processing=False) with reason
+    C(NodeNotRebootCapable), a Warning event C(RemediationCannotStart), and the result says why; however long the
+    run waits, no pod is deleted. This is checked before every step, so a node that stops being capable is held.
   - Nothing is done for a node under maintenance (a C(NodeMaintenance) in progress) or labelled
     C(remediation.medik8s.io/exclude-from-remediation=true), nor for an object the C(NodeHealthCheck) marked timed out.
   - Each run makes one pass; with O(wait_timeout) it keeps passing while an object waits for something due within it.
@@ -55,8 +60,9 @@ options:
     type: str
   watchdog_timeout:
     description:
-      - Watchdog timeout in seconds to count in the safe time instead of the node's
-        C(self-node-remediation.medik8s.io/watchdog-timeout) annotation. 0 or less counts as unknown (60 s).
+      - Watchdog timeout in seconds to count in the safe time when it is longer than the one the node's agent published
+        (annotation C(self-node-remediation.medik8s.io/watchdog-timeout)); it can lengthen the safe time, never shorten
+        it. 0 or less, like a missing annotation, counts as unknown (60 s).
     type: float
   wait_timeout:
     description:
@@ -71,7 +77,8 @@ options:
     default: true
 notes:
   - The node itself must reboot within the safe time (the node agent of this collection, or the medik8s agent); this
-    module only does the bookkeeping and the recovery of the workloads.
+    module only does the bookkeeping and the recovery of the workloads, and only for nodes whose agent published that
+    it can.
 seealso:
   - module: nodeops.maintenance.node_health
   - name: medik8s Self Node Remediation
@@ -123,7 +130,7 @@ remediations:
       type: str
     code:
       description: What the last step was about (Fencing, WaitingSafeTime, Recovering, Completed, CleaningUp,
-        UnderMaintenance, Excluded, StoppedByNHC, NodeNotFound, Disabled, Gone).
+        UnderMaintenance, Excluded, NotRebootCapable, StoppedByNHC, NodeNotFound, Disabled, Gone).
       type: str
     reason:
       description: The last step's reason, for people.

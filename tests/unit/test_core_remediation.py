@@ -12,6 +12,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediati
     NO_SCHEDULE_TAINT_KEY,
     OUT_OF_SERVICE_TAINT_KEY,
     PRE_REBOOT_COMPLETED,
+    REBOOT_CAPABLE_ANNOTATION,
     REBOOT_COMPLETED,
     Code,
     Step,
@@ -28,9 +29,22 @@ SAFE = 180.0
 RD, OOS = "ResourceDeletion", "OutOfServiceTaint"
 
 
-def node(name: str = "w1", taints: tuple[str, ...] = (), ready: str = "Unknown", **labels: str) -> dict[str, Any]:
+CAPABLE = {REBOOT_CAPABLE_ANNOTATION: "true"}
+
+
+def node(
+    name: str = "w1",
+    taints: tuple[str, ...] = (),
+    ready: str = "Unknown",
+    annotations: dict[str, str] | None = None,
+    **labels: str,
+) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "labels": dict(labels)},
+        "metadata": {
+            "name": name,
+            "labels": dict(labels),
+            "annotations": CAPABLE if annotations is None else annotations,
+        },
         "spec": {"taints": [{"key": k, "effect": "NoSchedule"} for k in taints]},
         "status": {"conditions": [{"type": "Ready", "status": ready}]},
     }
@@ -259,3 +273,42 @@ def test_the_recorded_time_is_rounded_up_never_down() -> None:
     step = plan_step(snr(), node(), T0 + timedelta(microseconds=1), SAFE, RD)
     assert step.status is not None
     assert step.status["timeAssumedRebooted"] == "2026-01-02T03:03:01Z"
+
+
+@pytest.mark.parametrize("annotations", [{}, {REBOOT_CAPABLE_ANNOTATION: "false"}, {REBOOT_CAPABLE_ANNOTATION: "True"}])
+@pytest.mark.parametrize(
+    ("phase", "elapsed"),
+    [(None, 0.0), (PRE_REBOOT_COMPLETED, 10.0), (PRE_REBOOT_COMPLETED, 1e6), (REBOOT_COMPLETED, 1e6)],
+)
+@pytest.mark.parametrize("strategy", [RD, OOS])
+def test_a_node_not_shown_reboot_capable_is_never_fenced_or_emptied(
+    annotations: dict[str, str], phase: str | None, elapsed: float, strategy: str
+) -> None:
+    """However long after the safe time: no taint, no finalizer, no deletion, no phase change; the reason
+    is in the status and an event."""
+    target = node(annotations=annotations)
+    step = plan_step(
+        snr(phase, T0 if phase else None),
+        target,
+        T0 + timedelta(seconds=elapsed),
+        SAFE,
+        strategy,
+        pods=[POD, TERMINATING],
+        attachments=[VA],
+    )
+    assert step.code == Code.NOT_REBOOT_CAPABLE
+    assert not (step.add_finalizer or step.taints_to_add or step.pods_to_delete or step.attachments_to_delete)
+    assert step.status is not None and step.status.get("phase") == phase
+    conditions = {c["type"]: c for c in step.status["conditions"]}
+    assert conditions["Processing"]["reason"] == "NodeNotRebootCapable"
+    assert REBOOT_CAPABLE_ANNOTATION in conditions["Processing"]["message"]
+    assert [e[1] for e in step.events] == ["RemediationCannotStart"]
+
+
+def test_a_node_that_becomes_capable_is_fenced_and_a_deleted_object_still_cleans_up() -> None:
+    assert plan_step(snr(), node(), T0, SAFE, RD).code == Code.FENCING
+    # the taints and the finalizer of a deleted object go, capable or not
+    cleanup = plan_step(
+        snr(FENCING_COMPLETED, T0, deleting=True), node(taints=(NO_SCHEDULE_TAINT_KEY,), annotations={}), T0, SAFE, RD
+    )
+    assert cleanup.code == Code.CLEANING_UP and cleanup.remove_finalizer

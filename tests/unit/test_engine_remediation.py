@@ -77,7 +77,10 @@ def objects() -> list[tuple[str, dict[str, Any]]]:
                 "metadata": {
                     "name": "w1",
                     "labels": worker,
-                    "annotations": {"self-node-remediation.medik8s.io/watchdog-timeout": "10"},
+                    "annotations": {
+                        "self-node-remediation.medik8s.io/watchdog-timeout": "10",
+                        "is-reboot-capable.self-node-remediation.medik8s.io": "true",
+                    },
                 },
                 "spec": {},
                 "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]},
@@ -129,3 +132,31 @@ def test_a_pass_fences_then_a_later_one_recovers() -> None:
     [gone] = manager.run("ops", None, wait_timeout=0)
     assert gone.phase == "Deleted"
     assert not fake.store[("nodes", "", "w1")]["spec"]["taints"]
+
+
+def test_the_published_watchdog_timeout_is_never_shortened_by_the_module_setting() -> None:
+    fake = FakeClient(objects())
+    fake.store[("nodes", "", "w1")]["metadata"]["annotations"]["self-node-remediation.medik8s.io/watchdog-timeout"] = (
+        "300"
+    )
+    shorter = RemediationManager(fake, lambda: T0, check_mode=True, watchdog_timeout=10)  # type: ignore[arg-type]
+    [outcome] = shorter.run("ops", None, wait_timeout=0)
+    assert outcome.safe_time is not None and outcome.safe_time["watchdog_seconds"] == 300
+    longer = RemediationManager(fake, lambda: T0, check_mode=True, watchdog_timeout=400)  # type: ignore[arg-type]
+    [outcome] = longer.run("ops", None, wait_timeout=0)
+    assert outcome.safe_time is not None and outcome.safe_time["watchdog_seconds"] == 400
+
+
+def test_a_node_without_an_agent_keeps_its_pods_and_says_why() -> None:
+    fake = FakeClient(objects())
+    del fake.store[("nodes", "", "w1")]["metadata"]["annotations"]["is-reboot-capable.self-node-remediation.medik8s.io"]
+    clock = [T0]
+    manager = RemediationManager(fake, lambda: clock[0])  # type: ignore[arg-type]
+    for elapsed in (0, 130, 100_000):
+        clock[0] = T0 + timedelta(seconds=elapsed)
+        [outcome] = manager.run("ops", None, wait_timeout=0)
+        assert outcome.code == "NotRebootCapable" and "is-reboot-capable" in outcome.reason
+        assert ("pods", "app", "db-0") in fake.store and ("volumeattachments", "", "va-1") in fake.store
+        assert not fake.store[("nodes", "", "w1")]["spec"].get("taints")
+    status = fake.store[("selfnoderemediations", "ops", "w1")]["status"]
+    assert {c["type"]: c["reason"] for c in status["conditions"]}["Processing"] == "NodeNotRebootCapable"

@@ -15,6 +15,12 @@ now + safe time) -> Reboot-Completed (only once ``now >= timeAssumedRebooted``) 
 ``remediation.medik8s.io/nhc-timed-out`` stops (Processing=False, Succeeded=False); deleting the object
 does not abort a fencing already started: the phases complete, then the taints and the finalizer go.
 
+Never on a guess: nothing is tainted, deleted or marked rebooted for a node that has not shown it can fence
+itself, i.e. whose agent has not annotated it ``is-reboot-capable.self-node-remediation.medik8s.io: "true"``
+(upstream refuses to start without it too; here it is also checked before every later step, so a node
+that stops being capable is held where it is). The safe time counts the node's published
+``self-node-remediation.medik8s.io/watchdog-timeout``.
+
 Ours: nothing at all (no taint, no deletion) for a node under maintenance; ResourceDeletion also
 deletes the node's VolumeAttachments; OutOfServiceTaint force-deletes the pods the taint evicted
 (Terminating ones, as the pod garbage collector does for an out-of-service node) and deletes the
@@ -35,6 +41,8 @@ from .nodes import node_ready
 from .strategy import OUT_OF_SERVICE_TAINT, RESOURCE_DELETION
 
 FINALIZER = "self-node-remediation.medik8s.io/snr-finalizer"
+REBOOT_CAPABLE_ANNOTATION = "is-reboot-capable.self-node-remediation.medik8s.io"
+WATCHDOG_TIMEOUT_ANNOTATION = "self-node-remediation.medik8s.io/watchdog-timeout"
 NO_SCHEDULE_TAINT_KEY = "remediation.medik8s.io/self-node-remediation"
 OUT_OF_SERVICE_TAINT_KEY = "node.kubernetes.io/out-of-service"
 OUT_OF_SERVICE_VALUE = "nodeshutdown"
@@ -54,6 +62,7 @@ REMEDIATION_STARTED = "RemediationStarted"
 REMEDIATION_FINISHED = "RemediationFinishedSuccessfully"
 REMEDIATION_TIMEOUT_BY_NHC = "RemediationTimeoutByNHC"
 NODE_NOT_FOUND = "RemediationSkippedNodeNotFound"
+NOT_REBOOT_CAPABLE = "NodeNotRebootCapable"
 CONFIGURATION_NOT_FOUND = "ConfigurationNotFound"
 
 
@@ -64,6 +73,7 @@ class Code:
     STOPPED = "StoppedByNHC"
     NODE_NOT_FOUND = "NodeNotFound"
     EXCLUDED = "Excluded"
+    NOT_REBOOT_CAPABLE = "NotRebootCapable"  # no agent has shown the node can fence itself
     MAINTENANCE = "UnderMaintenance"
     FENCING = "Fencing"  # finalizer, taint, timeAssumedRebooted
     WAITING_SAFE_TIME = "WaitingSafeTime"
@@ -136,6 +146,17 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _taint_keys(node: Mapping[str, Any]) -> set[str]:
     return {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, Mapping)}
+
+
+def reboot_capable(node: Mapping[str, Any]) -> bool:
+    """Whether the node's agent has published that it can fence the node (annotation exactly "true")."""
+    return (_meta(node).get("annotations") or {}).get(REBOOT_CAPABLE_ANNOTATION) == "true"
+
+
+def published_watchdog_timeout(node: Mapping[str, Any]) -> str | None:
+    """The watchdog timeout the node's agent published (the annotation's text), or None."""
+    value = (_meta(node).get("annotations") or {}).get(WATCHDOG_TIMEOUT_ANNOTATION)
+    return None if value is None else str(value)
 
 
 def phase_of(snr: Mapping[str, Any]) -> str:
@@ -261,6 +282,26 @@ def plan_step(
             f"node {node_name} is labelled {EXCLUDE_LABEL}=true: nothing is done",
             events=[("Normal", "RemediationSkipped", f"node {node_name} is excluded from remediation")],
         )
+
+    if phase != FENCING_COMPLETED and not deleting and not reboot_capable(node):
+        value = (_meta(node).get("annotations") or {}).get(REBOOT_CAPABLE_ANNOTATION)
+        message = (
+            f"node {node_name} is not known to be able to fence itself ({REBOOT_CAPABLE_ANNOTATION} is "
+            f'{"missing" if value is None else repr(value)}, not "true"): no agent has shown it can reboot the node, so'
+            " nothing is tainted or deleted; deploy the node agent on it, or check why its watchdog did not open"
+        )
+        status = _with_conditions(
+            old,
+            now,
+            {
+                "Processing": ("False", NOT_REBOOT_CAPABLE, message),
+                "Succeeded": ("Unknown", NOT_REBOOT_CAPABLE, message),
+            },
+        )
+        step = Step(Code.NOT_REBOOT_CAPABLE, message, status=status, wait_until=now + timedelta(seconds=POLL_SECONDS))
+        if status is not None:
+            step.events.append(("Warning", "RemediationCannotStart", message))
+        return step
 
     processing = {
         "Processing": ("True", REMEDIATION_STARTED, "remediation started"),

@@ -27,9 +27,10 @@ from ..core.remediation import (
     Step,
     phase_of,
     plan_step,
+    published_watchdog_timeout,
     taints_after,
 )
-from ..core.safetime import SafeTime, safe_time
+from ..core.safetime import SafeTime, safe_time, watchdog_seconds
 from ..core.strategy import resolve_strategy
 from ..k8s.client import (
     NODE_MAINTENANCES,
@@ -45,7 +46,6 @@ from .health import under_maintenance
 
 CONFIG_NAME = "self-node-remediation-config"
 WORKER_LABEL = "node-role.kubernetes.io/worker"
-WATCHDOG_ANNOTATION = "self-node-remediation.medik8s.io/watchdog-timeout"
 MAX_STEPS = 10
 RETRIES = 5
 
@@ -132,9 +132,12 @@ class RemediationManager:
             return None
 
     def safe_time_for(self, node: Mapping[str, Any], config: Mapping[str, Any]) -> SafeTime:
+        """The safe time for ``node``: its published watchdog timeout, or the module's when that is longer
+        (a setting can lengthen the wait, never shorten it below what the node's agent published)."""
         nodes = self.client.list(NODES, label_selector=WORKER_LABEL)["items"]
-        annotation = ((node.get("metadata") or {}).get("annotations") or {}).get(WATCHDOG_ANNOTATION)
-        watchdog = self.watchdog_timeout if self.watchdog_timeout is not None else annotation
+        watchdog = watchdog_seconds(published_watchdog_timeout(node))
+        if self.watchdog_timeout is not None:
+            watchdog = max(watchdog, watchdog_seconds(self.watchdog_timeout))
         return safe_time(config.get("spec") or {}, len(nodes), watchdog)
 
     def maintenance(self) -> set[str]:
