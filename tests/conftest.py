@@ -22,7 +22,11 @@ def collections_root() -> Path:
     link = base / "ansible_collections" / "nodeops" / "maintenance"
     if not link.exists():
         link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(ROOT, target_is_directory=True)
+        try:
+            link.symlink_to(ROOT, target_is_directory=True)
+        except FileExistsError:  # another pytest-xdist worker made it at the same moment
+            if not link.exists():
+                raise
     return base
 
 

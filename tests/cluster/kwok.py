@@ -214,7 +214,7 @@ def wait_node_ready_status(api: ApiLike, name: str, status: str, timeout: float 
     return wait_until(matches, timeout, f"node {name} Ready={status}")
 
 
-def delete_nodes(api: ApiLike, names: Iterable[str], *, wait: bool = True, timeout: float = 30.0) -> None:
+def delete_nodes(api: ApiLike, names: Iterable[str], *, wait: bool = True, timeout: float = 120.0) -> None:
     """Delete the nodes, the pods bound to them and their leases (missing ones are fine).
 
     A node whose heartbeat is stopped is handed back to kwok first: kwok only lets go of a

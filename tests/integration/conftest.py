@@ -5,13 +5,17 @@
 at interpreter exit or SIGTERM if the session dies). ``api``: a ``kubernetes.client.ApiClient``
 with the admin bearer token. ``namespace``: a fresh namespace per test.
 
-When an integration test fails, the tail of every component's log is added to its report.
+When an integration test fails, the tail of every component's log is added to its report, and
+``.build/failures/<test>/`` keeps what is needed to look into it afterwards (named in the report): the
+control plane's component logs, the nodes, and for the test's namespace its events and objects.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -84,6 +88,56 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
                 raise
 
 
+FAILURES_DIR = BUILD_DIR / "failures"
+KEPT_KEY = pytest.StashKey[bool]()
+
+
+def failure_dir(item: pytest.Item) -> Path:
+    """``.build/failures/<test file>.<test name>``, the name cut to what a file system takes."""
+    name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{item.path.stem}.{item.name}").strip("_")
+    return FAILURES_DIR / name[:200]
+
+
+def kubectl(control_plane: Cluster, *args: str) -> str:
+    """kubectl's output (or what went wrong) against ``control_plane``, for the failure folder."""
+    cmd = [str(control_plane.bindir / "kubectl"), "--kubeconfig", str(control_plane.kubeconfig_token), *args]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"# {' '.join(args)}: {err}\n"
+    if done.returncode != 0:
+        return f"# {' '.join(args)}: exit {done.returncode}\n{done.stderr}{done.stdout}"
+    return done.stdout
+
+
+def keep_failure(item: pytest.Item, control_plane: Cluster, when: str) -> Path:
+    """Copy the control plane's logs and dump the test's namespace into the test's failure folder."""
+    folder = failure_dir(item)
+    if not item.stash.get(KEPT_KEY, False):  # what an earlier session kept for this test goes
+        shutil.rmtree(folder, ignore_errors=True)
+        item.stash[KEPT_KEY] = True
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = folder / "logs"
+    logs.mkdir(exist_ok=True)
+    for log in sorted(control_plane.logdir.glob("*.log")):
+        shutil.copyfile(log, logs / log.name)
+    (folder / "nodes.yaml").write_text(kubectl(control_plane, "get", "nodes", "-o", "yaml"))
+    (folder / "nodemaintenances.yaml").write_text(
+        kubectl(control_plane, "get", "nodemaintenances.maintenance.nvidia.com", "-A", "-o", "yaml")
+    )
+    namespace = getattr(item, "funcargs", {}).get("namespace")
+    if isinstance(namespace, str):
+        events = kubectl(control_plane, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", "-o", "wide")
+        (folder / f"events-{namespace}.txt").write_text(events)
+        kinds = kubectl(control_plane, "api-resources", "--namespaced", "--verbs=list", "-o", "name").split()
+        kinds = [kind for kind in kinds if kind != "events" and not kind.startswith("events.")]
+        if kinds:
+            objects = kubectl(control_plane, "get", ",".join(kinds), "-n", namespace, "-o", "yaml")
+            (folder / f"objects-{namespace}.yaml").write_text(objects)
+    (folder / "test.txt").write_text(f"{item.nodeid}\nfailed in: {when}\ncluster: {control_plane.workdir}\n")
+    return folder
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -92,4 +146,12 @@ def pytest_runtest_makereport(
     control_plane = item.config.stash.get(CLUSTER_KEY, None)
     if report.failed and control_plane is not None and INTEGRATION_DIR in item.path.parents:
         report.sections.append(("cluster logs (tail)", control_plane.log_tail(lines=40)))
+        try:
+            folder = keep_failure(item, control_plane, report.when)
+        except Exception as err:  # the test's own failure is what the report is about
+            report.sections.append(("failure folder", f"could not keep the failure's files: {err!r}"))
+        else:
+            report.sections.append(
+                ("failure folder", f"control-plane logs, nodes, namespace events and objects kept in {folder}")
+            )
     return report

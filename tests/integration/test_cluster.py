@@ -156,12 +156,14 @@ def test_stopped_heartbeat_makes_the_node_ready_unknown(api: client.ApiClient, m
     core = client.CoreV1Api(api)
     name, healthy = make_nodes(2, prefix="heartbeat")
 
-    started = time.monotonic()
     kwok.stop_heartbeat(api, name)
     stopped_lease = kwok.read_lease(api, name)
     assert stopped_lease is not None and stopped_lease.spec.holder_identity == kwok.STOPPED_HOLDER
-    node = kwok.wait_node_ready_status(api, name, "Unknown", timeout=NODE_MONITOR_GRACE_SECONDS + 30)
-    elapsed = time.monotonic() - started
+    node = kwok.wait_node_ready_status(api, name, "Unknown", timeout=NODE_MONITOR_GRACE_SECONDS + 90)
+    ready = next(c for c in node.status.conditions if c.type == "Ready")
+    # The cluster's own timestamps: the last renewal (the placeholder's) and the node-lifecycle controller's
+    # transition (whole seconds).
+    elapsed = (ready.last_transition_time - stopped_lease.spec.renew_time).total_seconds()
     print(f"Ready=Unknown {elapsed:.1f}s after the heartbeat stopped")
     # The lease went stale for the whole grace period: kwok did not renew it.
     assert elapsed >= NODE_MONITOR_GRACE_SECONDS - 2
@@ -169,14 +171,13 @@ def test_stopped_heartbeat_makes_the_node_ready_unknown(api: client.ApiClient, m
     assert lease is not None
     assert lease.spec.holder_identity == kwok.STOPPED_HOLDER
     assert lease.spec.renew_time == stopped_lease.spec.renew_time
-    ready = next(c for c in node.status.conditions if c.type == "Ready")
     assert ready.reason == "NodeStatusUnknown"  # set by the node-lifecycle controller, not by kwok
     assert kwok.ready_status(core.read_node(healthy)) == "True"
-    kwok.wait_until(lambda: has_taint(core.read_node(name), UNREACHABLE), 30, f"{UNREACHABLE} taint on {name}")
+    kwok.wait_until(lambda: has_taint(core.read_node(name), UNREACHABLE), 90, f"{UNREACHABLE} taint on {name}")
 
     kwok.start_heartbeat(api, name)
-    kwok.wait_nodes_ready(api, [name], timeout=30)
-    kwok.wait_until(lambda: not has_taint(core.read_node(name), UNREACHABLE), 30, f"{UNREACHABLE} taint removed")
+    kwok.wait_nodes_ready(api, [name], timeout=90)
+    kwok.wait_until(lambda: not has_taint(core.read_node(name), UNREACHABLE), 90, f"{UNREACHABLE} taint removed")
     renewed = kwok.read_lease(api, name)
     assert renewed is not None and renewed.spec.holder_identity != kwok.STOPPED_HOLDER
 
@@ -218,7 +219,7 @@ def test_crd_with_cel_rules_and_selectable_fields(api: client.ApiClient, namespa
             status = extensions.read_custom_resource_definition(f"{plural}.{group}").status
             return any(c.type == "Established" and c.status == "True" for c in (status and status.conditions) or ())
 
-        kwok.wait_until(established, 30, "CRD established")
+        kwok.wait_until(established, 90, "CRD established")
 
         def widget(name: str, low: int, high: int, pool: str) -> dict[str, Any]:
             body = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": name}}

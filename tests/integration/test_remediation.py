@@ -32,6 +32,7 @@ __all__ = ["crds"]
 
 WORKER = "node-role.kubernetes.io/worker"
 WATCHDOG = "self-node-remediation.medik8s.io/watchdog-timeout"
+REBOOT_CAPABLE = "is-reboot-capable.self-node-remediation.medik8s.io"
 NO_SCHEDULE = "remediation.medik8s.io/self-node-remediation"
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 CONDITION_SECONDS = 2
@@ -115,9 +116,10 @@ def scene(crds: None, api: k8s.ApiClient, namespace: str, request: pytest.Fixtur
     core = k8s.CoreV1Api(api)
     tag = uuid.uuid4().hex[:6]
     names = kwok.add_nodes(api, 3, prefix=f"rem-{tag}", labels={"health-test": tag, "rem-test": tag, WORKER: ""})
-    kwok.wait_nodes_ready(api, names, timeout=60)
+    kwok.wait_nodes_ready(api, names, timeout=120)
     dead = names[0]
-    core.patch_node(dead, {"metadata": {"annotations": {WATCHDOG: "1"}}})
+    # what the node agent publishes: it can fence the node, with a 1 s watchdog
+    core.patch_node(dead, {"metadata": {"annotations": {WATCHDOG: "1", REBOOT_CAPABLE: "true"}}})
     objs.create_namespaced_custom_object(
         SNR_GROUP, VERSION, namespace, "selfnoderemediationtemplates", template(namespace, strategy)
     )
@@ -169,7 +171,7 @@ def scene(crds: None, api: k8s.ApiClient, namespace: str, request: pytest.Fixtur
             objs.patch_namespaced_custom_object(
                 SNR_GROUP, VERSION, namespace, "selfnoderemediations", snr["metadata"]["name"], patch
             )
-        kwok.delete_nodes(api, names)
+        kwok.delete_nodes(api, names, timeout=120)
 
 
 def taint_keys(core: k8s.CoreV1Api, node: str) -> set[str]:
@@ -200,7 +202,7 @@ def test_dead_node_is_fenced_then_its_workloads_run_elsewhere(
         assert not run.failed, run.result
         return run.result if run.result["remediated_nodes"] == [dead] else None
 
-    kwok.wait_until(created, 30, "node_health to create the remediation")
+    kwok.wait_until(created, 120, "node_health to create the remediation")
 
     first = run_module("remediation", {**auth, "namespace": ns})
     assert not first.failed, first.result

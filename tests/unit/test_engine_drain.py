@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -134,6 +134,47 @@ class FakeClient:
     def evictions(self) -> list[str]:
         return sorted(c[1] for c in self.calls if c[0] == "evict")
 
+    def after_eviction(self, action: Callable[[str], None]) -> None:
+        """Call ``action(pod name)`` once the API accepted (or refused) each eviction: for what happens "later"."""
+        original = self.evict
+
+        def evict(name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+            try:
+                return original(name, namespace, grace_period, dry_run)
+            finally:
+                action(name)
+
+        self.evict = evict  # type: ignore[method-assign]
+
+
+class RecordingStop(threading.Event):
+    """A drain pass's stop event that records how long its workers asked to wait between attempts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None:
+            self.waits.append(timeout)
+        return super().wait(timeout)
+
+
+@pytest.fixture
+def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits the workers of every DrainPass ask for (the product's own retry decisions, not wall time)."""
+    waits: list[float] = []
+    original = DrainPass.__init__
+
+    def init(self: DrainPass, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        stop = RecordingStop()
+        stop.waits = waits
+        self._stop = stop
+
+    monkeypatch.setattr(DrainPass, "__init__", init)
+    return waits
+
 
 def test_cordons_first_evicts_in_parallel_and_waits_for_the_pods() -> None:
     client = FakeClient([pod(f"web-{i}") for i in range(20)])
@@ -191,20 +232,22 @@ def test_daemonset_pods_stay_and_existing_daemonsets_are_looked_up_once() -> Non
 def test_pdb_refusals_are_retried_until_accepted() -> None:
     client = FakeClient([pod("a"), pod("b")])
     client.refuse = {"a": 2}
-    result = drain(client, NODE, DrainOptions(timeout=30))
+    result = drain(client, NODE, DrainOptions(timeout=120))
     assert client.evictions().count("a") == 3
     pods = {p["name"]: p for p in result["pods"]}
     assert pods["a"]["action"] == "evicted" and "pdbs" not in pods["a"]
     assert pods["a"]["seconds"] >= core.retry_delay(1) + core.retry_delay(2)
 
 
-def test_pdb_that_never_allows_fails_at_the_deadline_and_keeps_the_cordon() -> None:
+def test_pdb_that_never_allows_fails_at_the_deadline_and_keeps_the_cordon(backoffs: list[float]) -> None:
     client = FakeClient([pod("a"), pod("b")])
     client.refuse = {"a": -1}
-    started = time.monotonic()
     with pytest.raises(DrainError) as err:
         drain(client, NODE, DrainOptions(timeout=1.5))
-    assert 1.5 <= time.monotonic() - started < 4
+    # Not before the deadline (the drain's own clock), and no retry past it: the backoffs stop at the deadline.
+    assert err.value.result["seconds"] >= 1.5
+    assert backoffs and sum(backoffs) <= 1.5 + 1e-6, backoffs
+    assert backoffs[0] == core.retry_delay(1)
     assert err.value.msg.startswith(f"Drain of node {NODE} timed out after 1.5s: ")
     assert "ns/a (PDB web-pdb)" in err.value.msg and "stays cordoned" in err.value.msg
     result = err.value.result
@@ -227,10 +270,10 @@ def test_uncordon_on_failure_only_when_this_run_cordoned() -> None:
     assert client.node["spec"]["unschedulable"] is True
 
 
-def test_bypass_deletes_a_blocked_pod_after_the_given_time_with_a_warning() -> None:
+def test_bypass_deletes_a_blocked_pod_after_the_given_time_with_a_warning(backoffs: list[float]) -> None:
     client = FakeClient([pod("a"), pod("b")])
     client.refuse = {"a": -1}
-    result = drain(client, NODE, DrainOptions(timeout=10, bypass_pdb_after=0.6))
+    result = drain(client, NODE, DrainOptions(timeout=120, bypass_pdb_after=0.6))
     pods = {p["name"]: p for p in result["pods"]}
     assert pods["a"] == {
         "namespace": "ns",
@@ -240,7 +283,10 @@ def test_bypass_deletes_a_blocked_pod_after_the_given_time_with_a_warning() -> N
         "pdbs": ["web-pdb"],
         "seconds": pods["a"]["seconds"],
     }
-    assert 0.6 <= pods["a"]["seconds"] < 3
+    # Deleted at the bypass time (the drain's own clock), not at the next backoff: the wait before it is cut short.
+    assert pods["a"]["seconds"] >= 0.6
+    assert sum(backoffs) <= 0.6 + 1e-6 < core.retry_delay(1) + core.retry_delay(2), backoffs
+    assert [c[0] for c in client.calls if c[1] == "a"] == ["evict"] * len(backoffs) + ["delete"]
     assert pods["b"]["action"] == "evicted"
     assert result["warnings"] == ["Pod ns/a was deleted despite PodDisruptionBudget web-pdb (bypass_pdb_after)."]
 
@@ -255,10 +301,10 @@ def test_disable_eviction_deletes() -> None:
 def test_an_api_error_fails_that_pod_without_waiting_for_the_deadline() -> None:
     client = FakeClient([pod("a"), pod("b")])
     client.fail = {"a": errors.K8sError("evict pod ns/a failed with HTTP 500: several PDBs", 500, {})}
-    started = time.monotonic()
     with pytest.raises(DrainError) as err:
-        drain(client, NODE, DrainOptions(timeout=30))
-    assert time.monotonic() - started < 5
+        drain(client, NODE, DrainOptions(timeout=120))
+    assert "timed out" not in err.value.msg
+    assert err.value.result["seconds"] < 120, "it waited for the deadline"
     assert "errors: ns/a: evict pod ns/a failed with HTTP 500" in err.value.msg
     assert {p["name"]: p["action"] for p in err.value.result["pods"]} == {"a": "failed", "b": "evicted"}
 
@@ -267,15 +313,15 @@ def test_pod_already_gone_counts_as_done() -> None:
     client = FakeClient([pod("a")])
     client.fail = {"a": errors.NotFound("gone", 404, {})}
     client.events.put({"type": "DELETED", "object": pod("a")})
-    result = drain(client, NODE, DrainOptions(timeout=5))
+    result = drain(client, NODE, DrainOptions(timeout=120))
     assert result["pods"][0]["action"] == "gone"
 
 
 def test_terminating_pods_are_waited_for_not_evicted() -> None:
     client = FakeClient([pod("old", deletionTimestamp="2026-01-01T00:00:00Z"), pod("web")])
-    timer = threading.Timer(0.3, lambda: client.events.put({"type": "DELETED", "object": client.pods.pop("u-old")}))
-    timer.start()
-    result = drain(client, NODE, DrainOptions(timeout=10))
+    # the terminating pod goes only after the drain evicted the other one: it was waited for
+    client.after_eviction(lambda name: client.events.put({"type": "DELETED", "object": client.pods.pop("u-old")}))
+    result = drain(client, NODE, DrainOptions(timeout=120))
     assert client.evictions() == ["web"]
     assert {p["name"]: p["action"] for p in result["pods"]} == {"old": "gone", "web": "evicted"}
 
@@ -285,15 +331,18 @@ def test_same_name_with_a_new_uid_counts_as_gone() -> None:
     client.vanish = False  # the API accepts the eviction; only the replacement shows that the pod went
     replacement = pod("db-0")
     replacement["metadata"]["uid"] = "u-new"
+    # The drain's clock stands still until the replacement appears, then moves on by 5 s: the time the
+    # drain records for the pod says whether it counted the pod gone before or after the replacement.
+    now = [1000.0]
 
-    def recreate() -> None:
+    def recreate(name: str) -> None:
+        now[0] += 5.0
         client.events.put({"type": "ADDED", "object": replacement})
 
-    timer = threading.Timer(0.2, recreate)
-    timer.start()
-    result = drain(client, NODE, DrainOptions(timeout=10))
+    client.after_eviction(recreate)
+    result = drain(client, NODE, DrainOptions(timeout=120), clock=lambda: now[0])
     assert result["pods"][0]["action"] == "evicted"
-    assert result["pods"][0]["seconds"] >= 0.2
+    assert result["pods"][0]["seconds"] == 5.0
 
 
 def test_evicted_pod_still_there_at_the_deadline_is_terminating() -> None:
@@ -307,9 +356,15 @@ def test_relist_reconciles_after_a_gap() -> None:
     client = FakeClient([pod("a"), pod("b")])
     client.vanish = False
     client.events.put({"type": "RELIST", "object": {"items": [pod("b")]}})
-    timer = threading.Timer(0.3, lambda: client.events.put({"type": "DELETED", "object": pod("b")}))
-    timer.start()
-    result = drain(client, NODE, DrainOptions(timeout=5))
+    evicted: list[str] = []
+
+    def b_goes_once_both_are_evicted(name: str) -> None:
+        evicted.append(name)
+        if sorted(evicted) == ["a", "b"]:
+            client.events.put({"type": "DELETED", "object": pod("b")})
+
+    client.after_eviction(b_goes_once_both_are_evicted)
+    result = drain(client, NODE, DrainOptions(timeout=120))
     assert result["totals"]["evicted"] == 2
 
 
@@ -383,26 +438,58 @@ def test_pod_selector_limits_the_drain_but_total_counts_every_pod() -> None:
 
 def test_a_pass_is_bounded_and_a_later_pass_continues() -> None:
     client = FakeClient([pod("a"), pod("b")])
-    client.refuse = {"a": 3}
+    client.refuse = {"a": -1}  # through the first pass
     started = time.monotonic()
-    first = DrainPass(client, NODE, DrainOptions(timeout=60), started).run(until=time.monotonic() + 0.3)
+    # The first pass's clock stands still until b is gone and a was refused twice, and the pass has read every
+    # message (the first refusal among them); then it reaches the pass's bound. So the pass ends by its bound
+    # with b evicted and a blocked, however slowly the threads run.
+    progress: list[int] = []
+    ended: list[bool] = []
+
+    def first_clock() -> float:
+        if not ended and progress[-1:] == [50] and client.evictions().count("a") >= 2 and first_pass._events.empty():
+            ended.append(True)
+        return started + (1.0 if ended else 0.0)
+
+    first_pass = DrainPass(
+        client,
+        NODE,
+        DrainOptions(timeout=120),
+        started,
+        on_progress=lambda p: progress.append(p.drain_progress),
+        clock=first_clock,
+    )
+    first = first_pass.run(until=started + 1.0)
+    assert ended, "the pass ended before its bound"
     assert not first.done and not first.timed_out
     assert {o.name: o.action for o in first.outcomes} == {"a": "blocked", "b": "evicted"}
     assert first.progress.drain_progress == 50
-    second = DrainPass(client, NODE, DrainOptions(timeout=60), started).run(until=time.monotonic() + 20)
+    client.refuse = {"a": 2}
+    second = DrainPass(client, NODE, DrainOptions(timeout=120), started).run(until=time.monotonic() + 60)
     assert second.done
     assert [o.name for o in second.outcomes] == ["a"], "the second pass sees only what is left"
 
 
 def test_wait_for_completion_waits_then_reports_what_is_left() -> None:
     client = FakeClient([pod("job", labels={"class": "batch"}), pod("web")])
-    timer = threading.Timer(0.2, lambda: client.events.put({"type": "DELETED", "object": client.pods.pop("u-job")}))
-    timer.start()
-    assert wait_for_completion(client, NODE, WaitForCompletion("class=batch", 10)) == (True, [])
+    original_watch = client.watch
+
+    def job_ends_once_watched(res: Any, **kw: Any) -> FakeWatch:
+        watch = original_watch(res, **kw)
+        client.events.put({"type": "DELETED", "object": client.pods.pop("u-job")})
+        return watch
+
+    client.watch = job_ends_once_watched  # type: ignore[method-assign]
+    assert wait_for_completion(client, NODE, WaitForCompletion("class=batch", 120)) == (True, [])
     client = FakeClient([pod("job", labels={"class": "batch"})])
-    started = time.monotonic()
-    assert wait_for_completion(client, NODE, WaitForCompletion("class=batch", 0.3)) == (False, ["ns/job"])
-    assert time.monotonic() - started >= 0.3
+    readings: list[float] = []
+
+    def clock() -> float:
+        readings.append(time.monotonic())
+        return readings[-1]
+
+    assert wait_for_completion(client, NODE, WaitForCompletion("class=batch", 0.3), clock=clock) == (False, ["ns/job"])
+    assert max(readings) - readings[0] >= 0.3, "it gave up before its timeout (by its own clock)"
     assert client.evictions() == []
 
 

@@ -86,8 +86,14 @@ def reply(req: BaseHTTPRequestHandler, status: int, body: Any) -> None:
     req.wfile.write(data)
 
 
-def stream(req: BaseHTTPRequestHandler, events: list[dict[str, Any]], hold: float = 0.0) -> None:
-    """A chunked watch response: one JSON line per chunk, then (after ``hold`` s) the end."""
+def stream(
+    req: BaseHTTPRequestHandler,
+    events: list[dict[str, Any]],
+    hold: float = 0.0,
+    release: threading.Event | None = None,
+) -> None:
+    """A chunked watch response: one JSON line per chunk, then (after ``hold`` s, or once ``release`` is
+    set) the end."""
     req.send_response(200)
     req.send_header("Content-Type", "application/json")
     req.send_header("Transfer-Encoding", "chunked")
@@ -96,7 +102,10 @@ def stream(req: BaseHTTPRequestHandler, events: list[dict[str, Any]], hold: floa
         line = json.dumps(event).encode() + b"\n"
         req.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         req.wfile.flush()
-    time.sleep(hold)
+    if release is not None:
+        release.wait(600)
+    else:
+        time.sleep(hold)
     req.wfile.write(b"0\r\n\r\n")
 
 
@@ -172,21 +181,25 @@ def test_watch_skips_bookmarks_resumes_and_relists_on_410(fake: Callable[[Handle
 
 
 def test_watch_stop_from_another_thread_unblocks_it(fake: Callable[[Handler], FakeApi]) -> None:
-    api = fake(lambda req, path, query, body: stream(req, [], hold=20))
-    watch = api.client().watch(PODS, resource_version="1", timeout=60)
-    events: list[Any] = []
-    thread = threading.Thread(target=lambda: events.extend(watch))
-    thread.start()
-    deadline = time.monotonic() + 5  # stop() has to interrupt a read that is already blocked
-    while not api.requests and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert api.requests
-    started = time.monotonic()
-    watch.stop()
-    thread.join(5)
-    assert not thread.is_alive()
-    assert time.monotonic() - started < 2
-    assert events == []
+    # The server never ends the response (until the test is over): only stop() can end the read.
+    release = threading.Event()
+    api = fake(lambda req, path, query, body: stream(req, [], release=release))
+    try:
+        watch = api.client().watch(PODS, resource_version="1", timeout=600)
+        events: list[Any] = []
+        thread = threading.Thread(target=lambda: events.extend(watch), daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60  # stop() has to interrupt a read that is already blocked
+        while not api.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert api.requests
+        watch.stop()
+        thread.join(120)
+        assert not thread.is_alive(), "stop() did not end the blocked read"
+        assert not release.is_set()
+        assert events == []
+    finally:
+        release.set()
 
 
 def test_watch_error_status_is_raised(fake: Callable[[Handler], FakeApi]) -> None:
@@ -201,7 +214,7 @@ def test_parallel_calls_share_the_pool(fake: Callable[[Handler], FakeApi]) -> No
     lock = threading.Lock()
     # Calls wait here until 8 are in flight at once: a pool that allowed fewer would time out
     # (no timing luck involved), one that allowed more would raise the peak above 8.
-    barrier = threading.Barrier(8, timeout=10)
+    barrier = threading.Barrier(8, timeout=120)
     broken: list[bool] = []
 
     def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
