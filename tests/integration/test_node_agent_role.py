@@ -99,6 +99,7 @@ def deployed(cluster: Any, api: client.ApiClient, namespace: str, tmp_path: Path
     rbac = client.RbacAuthorizationV1Api(api)
     try:
         yield {
+            "api": api,
             "cluster": cluster,
             "inventory": inventory,
             "extra": extra,
@@ -111,9 +112,19 @@ def deployed(cluster: Any, api: client.ApiClient, namespace: str, tmp_path: Path
         for agent in agents:
             agent.stop()
         kwok.delete_nodes(api, nodes, wait=False)
-        for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
+        admission = client.AdmissionregistrationV1Api(api)
+        deletes = [
+            (delete, f"nodeops-node-agent:{node}")
+            for node in [*nodes, "127.0.0.21", "127.0.0.22"]
+            for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role)
+        ]
+        deletes += [
+            (admission.delete_validating_admission_policy_binding, "nodeops-node-agent"),
+            (admission.delete_validating_admission_policy, "nodeops-node-agent"),
+        ]
+        for delete, name in deletes:
             try:
-                delete("nodeops-node-agent")
+                delete(name)
             except client.ApiException as err:
                 if err.status != 404:
                     raise
@@ -173,12 +184,57 @@ def test_role_installs_agents_that_run_and_refuse_strangers(deployed: dict[str, 
         with pytest.raises((ssl.SSLError, OSError)):
             ask_peer("127.0.0.1", port, names[0], context)
 
+    # each agent published on its own Node that it can fence it, with its watchdog's timeout (3 s, configured)
+    core = client.CoreV1Api(deployed["api"])
+
+    def published(name: str) -> dict[str, str] | None:
+        annotations = core.read_node(name).metadata.annotations or {}
+        wanted = {key: annotations.get(key) for key in (CAPABLE, TIMEOUT)}
+        return wanted if wanted == {CAPABLE: "true", TIMEOUT: "3"} else None
+
+    for name in names:
+        wait_for(partial(published, name), 60, f"the annotations of {name}")
+
     # the token can do nothing else: listing pods is forbidden
     token = (Path(deployed["hosts"][names[0]]["node_agent_config_dir"]) / "token").read_text().strip()
-    request = urllib.request.Request(f"{cluster.server}/api/v1/pods", headers={"Authorization": f"Bearer {token}"})
-    with pytest.raises(urllib.error.HTTPError) as forbidden:
-        urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(cluster.ca_file)), timeout=10)
-    assert forbidden.value.code == 403
+    assert call(cluster, token, "GET", "/api/v1/pods") == 403
+    # nor read another node, nor annotate it; on its own Node only the two annotations may change
+    other, own = f"/api/v1/nodes/{names[1]}", f"/api/v1/nodes/{names[0]}"
+    assert call(cluster, token, "GET", other) == 403
+    assert call(cluster, token, "PATCH", other, {"metadata": {"annotations": {CAPABLE: "false"}}}) == 403
+    for change in (
+        {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}}},
+        {"metadata": {"annotations": {"example.com/other": "x"}}},
+        {"spec": {"unschedulable": True}},
+        {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}},
+        {"metadata": {"finalizers": ["example.com/keep"]}},
+    ):
+        assert call(cluster, token, "PATCH", own, change) == 403, change
+    node = core.read_node(names[0])
+    assert (
+        not node.spec.unschedulable
+        and not node.spec.taints
+        and "node-role.kubernetes.io/control-plane" not in (node.metadata.labels or {})
+    )
+    assert call(cluster, token, "PATCH", own, {"metadata": {"annotations": {TIMEOUT: "4"}}}) == 200
+    assert call(cluster, token, "DELETE", own) == 403
+
+
+CAPABLE = "is-reboot-capable.self-node-remediation.medik8s.io"
+TIMEOUT = "self-node-remediation.medik8s.io/watchdog-timeout"
+
+
+def call(cluster: Any, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> int:
+    """The HTTP status of one request to the API server with ``token``."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json"}
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"{cluster.server}{path}", data=data, headers=headers, method=method)
+    context = ssl.create_default_context(cafile=str(cluster.ca_file))
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
 
 
 def test_agents_named_by_ip_address_verify_each_other(deployed: dict[str, Any]) -> None:

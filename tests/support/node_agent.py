@@ -144,6 +144,7 @@ class FakeApi:
     remediations: list[dict[str, Any]] = field(default_factory=list)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    patches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def start(self) -> FakeApi:
         ca = issue("fake-api-ca")
@@ -169,6 +170,19 @@ class FakeApi:
                 if self.path.startswith("/api/v1/nodes/") and name in fake.nodes:
                     return self._send(200, fake.nodes[name])
                 return self._send(404, {"kind": "Status", "code": 404})
+
+            def do_PATCH(self) -> None:
+                if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                    return self._send(401, {"kind": "Status", "code": 401})
+                length = int(self.headers.get("Content-Length") or 0)
+                patch = json.loads(self.rfile.read(length))
+                name = self.path.rsplit("/", 1)[-1]
+                if not fake.up or not self.path.startswith("/api/v1/nodes/"):
+                    return self._send(500 if not fake.up else 404, {"kind": "Status"})
+                fake.patches.append((name, patch))
+                node = fake.nodes.setdefault(name, {"metadata": {"name": name}})
+                node["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+                return self._send(200, node)
 
             def _send(self, code: int, body: Any) -> None:
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()

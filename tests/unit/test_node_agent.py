@@ -538,6 +538,65 @@ def test_a_fence_survives_sigkill_and_restarts_until_the_boot_changes(
     assert not Path(agent.config["fenceMarkerFile"]).exists()
 
 
+# -- what the agent publishes on its Node ----------------------------------------------------------------------
+CAPABLE = "is-reboot-capable.self-node-remediation.medik8s.io"
+TIMEOUT = "self-node-remediation.medik8s.io/watchdog-timeout"
+
+
+def test_the_node_is_reboot_capable_only_once_the_watchdog_is_armed(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    fake_api.up = False
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    wait_for(lambda: (s := agent.status()) and s["checks"] >= 3, 60, "three checks")
+    assert fake_api.patches == []  # nothing is claimed before a check passed
+    fake_api.up = True
+    wait_for(lambda: fake_api.patches, 60, "the annotations")
+    assert agent.fed_bytes() > 0
+    # a fake watchdog reports no timeout: the configured 3 s, in whole seconds
+    assert fake_api.patches == [("w1", {"metadata": {"annotations": {CAPABLE: "true", TIMEOUT: "3"}}})]
+    # someone removes them: put back at the next peer-list refresh (every peerUpdateInterval, 10 s here)
+    fake_api.nodes["w1"]["metadata"]["annotations"] = {}
+    wait_for(lambda: len(fake_api.patches) >= 2, 60, "the annotations put back")
+    # fencing leaves them as they are
+    fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
+    wait_for(lambda: (s := agent.status()) and s["fenced"], 60, "fencing")
+    fake_api.nodes["w1"]["metadata"]["annotations"] = {}
+    base = agent.status()["checks"]
+    # past a peer-list refresh (10 s, a check every second) that saw them gone
+    wait_for(lambda: (s := agent.status()) and s["checks"] >= base + 12, 60, "more checks")
+    assert len(fake_api.patches) == 2
+
+
+def test_a_watchdog_that_fails_to_open_makes_the_node_not_capable(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    watchdog = tmp_path / "watchdog-dir"
+    watchdog.mkdir()  # there and writable, but a directory cannot be opened for writing
+    agent = make_agent("w1", tmp_path, pki, fake_api, [], watchdogFilePath=str(watchdog))
+    agents.append(agent.start())
+    wait_for(lambda: fake_api.patches, 60, "the annotations")
+    assert fake_api.patches[0][1]["metadata"]["annotations"][CAPABLE] == "false"
+
+
+def test_an_agent_that_cannot_fence_says_so_before_it_exits(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi
+) -> None:
+    agent = make_agent(
+        "w1", tmp_path, pki, fake_api, [], watchdogFilePath=str(tmp_path / "missing"), isSoftwareRebootEnabled=False
+    )
+    result = subprocess.run(
+        [sys.executable, str(AGENT), "--config", str(agent.directory / "config.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 3
+    assert [patch["metadata"]["annotations"][CAPABLE] for _name, patch in fake_api.patches] == ["false"]
+
+
 # -- footprint -----------------------------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ import fcntl
 import importlib.util
 import json
 import logging
+import math
 import os
 import random
 import signal
@@ -50,6 +51,8 @@ from typing import Any
 
 LOG = logging.getLogger("nodeops-node-agent")
 SNR_PATH = "/apis/self-node-remediation.medik8s.io/v1alpha1"
+REBOOT_CAPABLE_ANNOTATION = "is-reboot-capable.self-node-remediation.medik8s.io"
+WATCHDOG_TIMEOUT_ANNOTATION = "self-node-remediation.medik8s.io/watchdog-timeout"
 PEER_PATH = "/v1/health"
 WDIOC_GETTIMEOUT = 0x80045707  # _IOR('W', 7, int)
 MAX_PEER_CONNECTIONS = 32
@@ -103,10 +106,12 @@ def https_request(
     headers: dict[str, str] | None = None,
     dial_timeout: float | None = None,
     max_bytes: int = MAX_API_RESPONSE_BYTES,
+    method: str = "GET",
+    body: bytes = b"",
 ) -> tuple[int, bytes]:
-    """One GET over a new TLS connection, the certificate checked against ``tls_name``; the whole
-    exchange ends within ``timeout`` seconds (after the connection, made within ``dial_timeout``), and
-    an answer of more than ``max_bytes`` bytes is refused unread.
+    """One request (a GET unless told) over a new TLS connection, the certificate checked against
+    ``tls_name``; the whole exchange ends within ``timeout`` seconds (after the connection, made within
+    ``dial_timeout``), and an answer of more than ``max_bytes`` bytes is refused unread.
 
     Raises PeerBusy when the server closes the connection during the TLS handshake, OSError (or
     ssl.SSLError) for any other failure, ValueError for an answer that is not well-formed HTTP."""
@@ -120,9 +125,11 @@ def https_request(
             tls.do_handshake()
         except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError, BrokenPipeError) as err:
             raise PeerBusy(f"closed during the TLS handshake: {err}") from err
-        lines = [f"GET {path} HTTP/1.1", f"Host: {tls_name}", "Connection: close", "Accept: application/json"]
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {tls_name}", "Connection: close", "Accept: application/json"]
         lines += [f"{key}: {value}" for key, value in (headers or {}).items()]
-        tls.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))
+        if body:
+            lines.append(f"Content-Length: {len(body)}")
+        tls.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -191,13 +198,33 @@ class ApiClient:
         self.token_file = cfg["tokenFile"]
         self.namespace = cfg["remediationNamespace"]
         self.context = ssl.create_default_context(cafile=cfg["caFile"])
+        # Python 3.13 checks X.509 strictly by default (an Authority Key Identifier is required); Kubernetes'
+        # own clients do not, and API server certificates without one are common
+        self.context.verify_flags &= ~ssl.VERIFY_X509_STRICT
 
     def get(self, path: str, timeout: float) -> tuple[int, bytes]:
+        return self.request("GET", path, timeout)
+
+    def request(
+        self, method: str, path: str, timeout: float, body: bytes = b"", content_type: str = ""
+    ) -> tuple[int, bytes]:
         with open(self.token_file, encoding="utf-8") as handle:
             token = handle.read().strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        if content_type:
+            headers["Content-Type"] = content_type
         return https_request(
-            self.address, self.tls_name, self.context, path, timeout, {"Authorization": f"Bearer {token}"}
+            self.address, self.tls_name, self.context, path, timeout, headers, method=method, body=body
         )
+
+    def annotate_node(self, name: str, annotations: dict[str, str], timeout: float) -> None:
+        """Merge ``annotations`` into the Node's (a JSON merge patch of those keys only). Raises on any error."""
+        body = json.dumps({"metadata": {"annotations": annotations}}).encode()
+        status, answer = self.request(
+            "PATCH", f"/api/v1/nodes/{urllib.parse.quote(name)}", timeout, body, "application/merge-patch+json"
+        )
+        if status != 200:
+            raise OSError(f"annotating node {name} answered HTTP {status}: {answer[:300]!r}")
 
     def ready(self, timeout: float) -> bool:
         try:
@@ -564,6 +591,9 @@ class Agent:
         self.api = ApiClient(cfg)
         self.watchdog = Watchdog(cfg)
         self.watchdog_usable = False
+        self.watchdog_failed = False  # the device is there but did not open
+        self.published: dict[str, Any] = {}  # the two annotations as the node last showed them
+        self.publish_error = ""
         self.stop = threading.Event()
         self.client_context = client_context(cfg)
         self.server: PeerServer | None = None
@@ -632,7 +662,11 @@ class Agent:
         try:
             node = self.api.node(self.node, self.cfg["peerApiServerTimeout"])
             self.control_plane = self.peer.node_is_control_plane(node)
-        except (OSError, ValueError, ssl.SSLError) as err:
+            annotations = (node.get("metadata") or {}).get("annotations") or {}
+            self.published = {
+                key: annotations.get(key) for key in (REBOOT_CAPABLE_ANNOTATION, WATCHDOG_TIMEOUT_ANNOTATION)
+            }
+        except (OSError, ValueError, ssl.SSLError, AttributeError) as err:
             LOG.info("cannot read node %s (keeping role %s): %s", self.node, self._role(), err)
         LOG.info(
             "%d peers (%d workers, %d control-plane); this node is a %s",
@@ -787,6 +821,44 @@ class Agent:
         """Open the watchdog after a check that showed the node healthy (never while fenced)."""
         if self.watchdog_usable and not self.watchdog.armed and not self.fenced:
             self.watchdog_usable = self.watchdog.open()
+            self.watchdog_failed = not self.watchdog_usable
+
+    def capability(self) -> dict[str, str] | None:
+        """What the node's annotations must say about fencing it, or None to leave them: before the first
+        check that passed (the watchdog is not open yet) and during a fence. Reboot-capable with an armed
+        watchdog (its timeout, in whole seconds, never 0), or without a watchdog device when the reboot
+        command may fence (the configured timeout); a watchdog that failed to open, or no way to fence,
+        is not capable."""
+        if self.fenced:
+            return None
+        if self.watchdog.armed:
+            capable, seconds = True, self.watchdog.timeout
+        elif self.watchdog_usable:
+            return None
+        else:
+            capable = self.cfg["isSoftwareRebootEnabled"] and not self.watchdog_failed
+            seconds = self.watchdog.fallback_timeout
+        return {
+            REBOOT_CAPABLE_ANNOTATION: "true" if capable else "false",
+            WATCHDOG_TIMEOUT_ANNOTATION: str(max(1, math.ceil(seconds))),
+        }
+
+    def publish(self, wanted: dict[str, str] | None = None) -> None:
+        """Bring the node's two annotations to ``wanted`` (by default :meth:`capability`) when they differ
+        from what the node last showed; a failure is retried at the next check."""
+        wanted = self.capability() if wanted is None else wanted
+        if wanted is None or wanted == self.published:
+            return
+        try:
+            self.api.annotate_node(self.node, wanted, self.cfg["apiServerTimeout"])
+        except (OSError, ValueError, ssl.SSLError) as err:
+            if str(err) != self.publish_error:
+                LOG.warning("cannot publish %s on node %s: %s", wanted, self.node, err)
+            self.publish_error = str(err)
+            return
+        self.publish_error = ""
+        self.published = dict(wanted)
+        LOG.info("node %s annotated %s", self.node, wanted)
 
     def fence(self, reason: str) -> None:
         if self.fenced:
@@ -869,6 +941,8 @@ class Agent:
                 "timeout": self.watchdog.timeout,
             },
             "software_fallback": sorted(self.fallback_done),
+            "published": self.published,
+            "publish_error": self.publish_error,
             "last_verdict": self.last_verdict,
             "verdicts": self.verdicts,
             "checks": self.checks,
@@ -906,6 +980,7 @@ class Agent:
             self.watchdog_usable = self.watchdog.available()
             if not self.watchdog_usable and not self.cfg["isSoftwareRebootEnabled"]:
                 LOG.error("no usable watchdog and isSoftwareRebootEnabled is false: this node cannot be fenced")
+                self.publish()  # not reboot-capable, so that nothing is remediated on a guess
                 return 3
         while True:
             try:
@@ -936,6 +1011,7 @@ class Agent:
                 self.refresh_peers()
             if self.check_once():
                 self.arm_watchdog()
+            self.publish()
             self.write_status()
             self.stop.wait(self.cfg["apiCheckInterval"])
         self.server.shutdown()
