@@ -23,13 +23,24 @@ INTEGRATION_WORKERS ?= 3
 CORE_COMPAT := 2.16.19
 COMPAT_VENV := $(BUILD)/core-$(CORE_COMPAT)
 
-.PHONY: test checks venv binaries lint unit integration sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
+.PHONY: test test-under-load checks venv binaries lint unit integration sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
 
 # The integration tests wait on the cluster more than they compute, so the checks that need no cluster run
 # beside them (each side's output is shown when it ends).
 test: venv binaries lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration checks
 	@echo "make test: all checks passed"
+
+# `make test` beside one busy process per core (nproc) at normal priority, as on a loaded CI machine: a test
+# that assumes how fast something happens fails here. The busy loops are started first and stopped by PID
+# when the run ends, also when it fails or is interrupted.
+test-under-load:
+	@busy=(); \
+	stop_busy() { if [ $${#busy[@]} -gt 0 ]; then kill $${busy[@]} 2>/dev/null || true; wait $${busy[@]} 2>/dev/null || true; fi; }; \
+	trap stop_busy EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
+	for _ in $$(seq "$$(nproc)"); do ( while :; do :; done ) & busy+=($$!); done; \
+	echo "== make test under load: $${#busy[@]} busy processes (PIDs $${busy[*]})"; \
+	$(MAKE) --no-print-directory test
 
 # The checks that need no cluster, one after the other.
 checks: venv
@@ -55,6 +66,13 @@ lint: venv
 	@echo "== mypy (plugins)"
 	cd $(COLLECTIONS) && $(abspath $(BIN))/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(abspath $(BUILD))/mypy-cache \
 	  -p ansible_collections.nodeops.maintenance.plugins
+	@echo "== vermin: the files the node_agent role ships (the agent, node_agent_core_files) run on Python 3.9"
+	# every annotation is postponed (from __future__ import annotations, checked by the unit tests), so none is
+	# evaluated; no "# novm" comment exempts a line; a file this Python cannot parse fails (--pessimistic)
+	core=$$($(BIN)/python -c 'import yaml; print(*("plugins/module_utils/core/" + name for name in \
+	  yaml.safe_load(open("roles/node_agent/vars/main.yml"))["node_agent_core_files"]))') && \
+	  $(BIN)/vermin --no-config-file --target=3.9- --violations --no-tips --no-eval-annotations --no-parse-comments --pessimistic \
+	    roles/node_agent/files/nodeops_node_agent.py $$core
 
 unit: venv
 	@echo "== unit tests"
@@ -80,10 +98,11 @@ ansible-lint: venv
 	@echo "== ansible-lint --profile production"
 	$(BIN)/ansible-lint --profile production
 
-# The node_agent role on a host that runs systemd: a Debian root file system (debootstrap, cached in
-# ~/.cache/nodeops-maintenance/molecule) booted with systemd-nspawn. Needs root, systemd-nspawn and debootstrap.
+# The node_agent role on hosts that run systemd: Debian 11, 12 and 13 root file systems (Python 3.9, 3.11, 3.13;
+# debootstrap, cached in ~/.cache/nodeops-maintenance/molecule) booted with systemd-nspawn, the three agents
+# each other's peers. Needs root, systemd-nspawn and debootstrap.
 molecule: venv
-	@echo "== molecule: the node_agent role on a systemd host (systemd-nspawn)"
+	@echo "== molecule: the node_agent role on Debian 11, 12 and 13 hosts that run systemd (systemd-nspawn)"
 	@if ! command -v systemd-nspawn >/dev/null || ! command -v debootstrap >/dev/null; then \
 	  echo "installing Debian's systemd-container and debootstrap (needs root)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd-container debootstrap; fi
@@ -93,6 +112,8 @@ build-check: venv
 	@echo "== ansible-galaxy collection build / install / ansible-doc"
 	rm -rf $(BUILD)/dist $(BUILD)/installed && mkdir -p $(BUILD)/dist
 	$(BIN)/ansible-galaxy collection build --output-path $(BUILD)/dist .
+	@if tar -tzf $(BUILD)/dist/nodeops-maintenance-*.tar.gz | grep -E '\.key$$|node-agent-pki'; then \
+	  echo "build-check: the tarball holds a key or a peer PKI directory (above)"; exit 1; fi
 	$(BIN)/ansible-galaxy collection install --force -p $(BUILD)/installed $(BUILD)/dist/nodeops-maintenance-*.tar.gz
 	ANSIBLE_COLLECTIONS_PATH=$(abspath $(BUILD)/installed) $(BIN)/ansible-doc nodeops.maintenance.cordon | grep -q 'EXAMPLES'
 	ANSIBLE_COLLECTIONS_PATH=$(abspath $(BUILD)/installed) $(BIN)/ansible-doc nodeops.maintenance.cordon | grep -q 'RETURN VALUES'
