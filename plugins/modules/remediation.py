@@ -57,6 +57,9 @@ options:
     description:
       - Namespace of the C(SelfNodeRemediationConfig) C(self-node-remediation-config); by default each object's own
         namespace. Without a config an object gets C(Disabled=True) (C(ConfigurationNotFound)) and nothing is done.
+      - When set, only C(SelfNodeRemediation) objects of this namespace are acted on; objects of other namespaces
+        are ignored (listed in RV(ignored), with a warning), so that whoever may create such objects elsewhere
+        cannot fence a node. Set it in production.
     type: str
   watchdog_timeout:
     description:
@@ -180,6 +183,12 @@ remediations:
       phase: Fencing-Completed
       code: Completed
       time_assumed_rebooted: "2026-01-02T03:07:05Z"
+ignored:
+  description: Names (namespace/name) of the objects outside O(config_namespace), left alone.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 waiting:
   description: Names (namespace/name) of the objects still waiting for something.
   returned: always
@@ -237,7 +246,13 @@ def main() -> None:
         "changed": any(o.changed for o in outcomes),
         "remediations": [o.as_dict() for o in outcomes],
         "waiting": [f"{o.namespace}/{o.name}" for o in outcomes if o.wait_until is not None and o.phase != "Deleted"],
+        "ignored": sorted(manager.ignored),
     }
+    if manager.ignored:
+        module.warn(
+            f"SelfNodeRemediation objects outside config_namespace {params['config_namespace']} were ignored (only"
+            f" objects in that namespace may fence a node): {', '.join(sorted(manager.ignored))}"
+        )
     module.exit_json(**result)
 
 

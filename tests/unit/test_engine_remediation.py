@@ -160,3 +160,13 @@ def test_a_node_without_an_agent_keeps_its_pods_and_says_why() -> None:
         assert not fake.store[("nodes", "", "w1")]["spec"].get("taints")
     status = fake.store[("selfnoderemediations", "ops", "w1")]["status"]
     assert {c["type"]: c["reason"] for c in status["conditions"]}["Processing"] == "NodeNotRebootCapable"
+
+
+def test_objects_outside_the_config_namespace_are_ignored() -> None:
+    stranger = {"metadata": {"name": "w1", "namespace": "team-a"}, "spec": {"remediationStrategy": "ResourceDeletion"}}
+    fake = FakeClient([*objects(), ("selfnoderemediations", stranger)])
+    manager = RemediationManager(fake, lambda: T0, config_namespace="ops")  # type: ignore[arg-type]
+    outcomes = manager.run(None, None, wait_timeout=0)
+    assert [(o.namespace, o.name) for o in outcomes] == [("ops", "w1")]
+    assert manager.ignored == {"team-a/w1"}
+    assert "status" not in fake.store[("selfnoderemediations", "team-a", "w1")]

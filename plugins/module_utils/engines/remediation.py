@@ -118,6 +118,8 @@ class RemediationManager:
         self.config_namespace = config_namespace
         self.watchdog_timeout = watchdog_timeout
         self._git_version: str | None = None
+        #: objects outside ``config_namespace`` (namespace/name): never acted on, reported
+        self.ignored: set[str] = set()
 
     # -- reads ------------------------------------------------------------------------------
     def git_version(self) -> str:
@@ -147,12 +149,25 @@ class RemediationManager:
             return set()
 
     def objects(self, namespace: str | None, name: str | None) -> list[dict[str, Any]]:
+        """The objects to act on. With ``config_namespace`` only those of that namespace: an object anyone
+        could create elsewhere must not fence a node; the others are recorded in ``ignored``."""
         if name:
             try:
-                return [self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)]
+                found = [self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)]
             except NotFound:
-                return []
-        return self.client.list(SELF_NODE_REMEDIATIONS, namespace=namespace)["items"]
+                found = []
+        else:
+            found = self.client.list(SELF_NODE_REMEDIATIONS, namespace=namespace)["items"]
+        if not self.config_namespace:
+            return found
+        kept = []
+        for snr in found:
+            meta = snr.get("metadata") or {}
+            if meta.get("namespace") == self.config_namespace:
+                kept.append(snr)
+            else:
+                self.ignored.add(f"{meta.get('namespace')}/{meta.get('name')}")
+        return kept
 
     # -- one object -------------------------------------------------------------------------
     def run_one(self, snr: dict[str, Any]) -> Outcome:

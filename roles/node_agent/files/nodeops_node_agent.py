@@ -999,6 +999,11 @@ class Agent:
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True).start()
         threading.Thread(target=self.feeder, daemon=True).start()
         LOG.info("node agent for %s started; peers on port %d", self.node, self.cfg["hostPort"])
+        if not self.cfg["remediationNamespace"]:
+            LOG.warning(
+                "remediationNamespace is empty: a SelfNodeRemediation in any namespace fences this node;"
+                " set it to the namespace of the SelfNodeRemediationConfig"
+            )
         while not self.stop.is_set():
             now = time.monotonic()
             interval = (
