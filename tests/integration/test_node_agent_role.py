@@ -44,13 +44,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def deploy(cluster: Any, inventory: Path, extra: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    cmd = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra)]
+def run_deploy(
+    cluster: Any, inventory: Path, extra: dict[str, Any], *options: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, tuple[int, ...]]]:
+    cmd = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK), "-e", json.dumps(extra), *options]
     env = clean_env(
         {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "K8S_AUTH_KUBECONFIG": str(cluster.kubeconfig)}
     )
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
     recap = {m.group(1): tuple(int(g) for g in m.groups()[1:]) for m in RECAP.finditer(proc.stdout)}
+    return proc, recap
+
+
+def deploy(cluster: Any, inventory: Path, extra: dict[str, Any], *options: str) -> dict[str, tuple[int, ...]]:
+    proc, recap = run_deploy(cluster, inventory, extra, *options)
     assert proc.returncode == 0 and recap, f"rc={proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     return recap
 
@@ -280,3 +287,28 @@ def answered(asker: str, asked: str, port: int, context: ssl.SSLContext) -> tupl
         return ask_peer(asked, port, asked, context, source=asker)
     except ConnectionRefusedError:
         return None  # not listening yet
+
+
+def test_a_second_peer_ca_is_refused_and_check_mode_works_on_a_new_controller(deployed: dict[str, Any]) -> None:
+    cluster, inventory, extra, tmp = deployed["cluster"], deployed["inventory"], deployed["extra"], deployed["tmp"]
+    # check mode on a controller that has no CA yet: says what it would do, changes nothing
+    fresh = {**extra, "node_agent_pki_dir": str(tmp / "fresh-pki")}
+    proc, _recap = run_deploy(cluster, inventory, fresh, "--check")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "does not exist yet" in proc.stdout and not (tmp / "fresh-pki").exists()
+    deploy(cluster, inventory, extra)
+    trusted = {
+        name: (Path(host["node_agent_config_dir"]) / "peer-ca.crt").read_bytes()
+        for name, host in deployed["hosts"].items()
+    }
+    # a run with another PKI directory (another controller, a typo) would split the fleet: refused, nothing changed
+    other = {**extra, "node_agent_pki_dir": str(tmp / "other-pki")}
+    proc, _recap = run_deploy(cluster, inventory, other)
+    assert proc.returncode != 0 and "node_agent_pki_replace_ca" in proc.stdout, proc.stdout[-4000:]
+    assert not (tmp / "other-pki" / "ca.key").exists()
+    for name, host in deployed["hosts"].items():
+        assert (Path(host["node_agent_config_dir"]) / "peer-ca.crt").read_bytes() == trusted[name]
+    # unless asked for
+    deploy(cluster, inventory, {**other, "node_agent_pki_replace_ca": True})
+    for name, host in deployed["hosts"].items():
+        assert (Path(host["node_agent_config_dir"]) / "peer-ca.crt").read_bytes() != trusted[name]
