@@ -14,6 +14,9 @@ description:
   - Marks one node, a list of nodes, or the nodes that match a label selector unschedulable
     (O(state=cordoned)) or schedulable again (O(state=uncordoned)).
   - Only the nodes whose state differs are patched, so a second run reports no change.
+  - Each patch is conditional on the node's C(resourceVersion) as the task read it, so it never overwrites a
+    change made meanwhile; when the node changed (Conflict), it is read again and decided again, at most 5 times.
+    A node that someone else moved to O(state) meanwhile is reported unchanged.
   - Every named node is checked before the first write; an unknown name fails the task and changes nothing.
   - Pods already on a node keep running; use a drain to move them.
 extends_documentation_fragment:
@@ -47,6 +50,8 @@ options:
     default: cordoned
 notes:
   - Uncordon removes C(spec.unschedulable), as C(kubectl uncordon) does.
+  - Uncordoning a node that a NodeMaintenance cordoned (annotation C(maintenance.nodeops.io/cordoned-by)) warns,
+    since the maintenance still holds it; its release leaves the node as it is then.
 seealso:
   - name: Safely drain a node
     description: The Kubernetes documentation on cordon and drain.
@@ -89,7 +94,7 @@ nodes:
       type: str
       sample: gpu-07
     before:
-      description: The node's state before the task.
+      description: The node's state before the task (as last read, when the node changed during the task).
       type: str
       sample: uncordoned
     after:
@@ -123,10 +128,11 @@ diff:
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
     CORDONED,
     UNCORDONED,
-    cordon_patch,
+    cordoned_by,
     missing_names,
     plan_cordon,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.cordon import set_state
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError, NotFound
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
@@ -167,10 +173,19 @@ def main() -> None:
         if names is None and not nodes:
             module.warn(f"label_selector {module.params['label_selector']!r} matched no node.")
 
+        by_name = {n["metadata"]["name"]: n for n in nodes}
         plan = plan_cordon(nodes, state)
-        for change in plan:
-            if change.changed:
-                client.patch(NODES, change.name, cordon_patch(state), dry_run=module.check_mode)
+        for index, change in enumerate(plan):
+            if not change.changed:
+                continue
+            outcome = set_state(client, by_name[change.name], state, dry_run=module.check_mode)
+            plan[index] = outcome.change
+            holder = cordoned_by(outcome.node) if outcome.change.changed and state == UNCORDONED else None
+            if holder:
+                module.warn(
+                    f"Node {change.name} was cordoned by {holder}, which still holds it; its release will leave "
+                    "the node as it is."
+                )
     except K8sError as exc:
         module.fail_k8s(exc)
 

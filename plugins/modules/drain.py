@@ -183,7 +183,8 @@ pods:
       type: str
     action:
       description:
-        - V(evicted) or V(deleted) (and gone), V(gone) (it was terminating already, or went by itself),
+        - V(evicted) or V(deleted) (and gone), V(gone) (it was terminating already, or went by itself, or
+          was replaced by a new pod of the same name, which the drain leaves alone),
           V(skipped) (see RV(pods[].reason)), V(blocked) (by a rule, see RV(pods[].needs), or by a
           PodDisruptionBudget, see RV(pods[].pdbs)), V(terminating) (still there at the deadline),
           V(failed) (see RV(pods[].error)).

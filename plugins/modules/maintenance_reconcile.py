@@ -19,9 +19,17 @@ description:
     request in progress through its steps Scheduled, Cordon, WaitForPodCompletion, Draining and Ready. It
     records the node's initial state before it cordons, evicts pods through the Eviction API (PodDisruptionBudgets
     are respected), mirrors the requestor's C(RequestorFailed) condition, and on deletion uncordons the node only
-    when the request cordoned it and it was schedulable before (held while C(additionalRequestors) remain), then
-    removes its finalizer. Requests Ready for longer than C(maxNodeMaintenanceTimeSeconds) are deleted unless
-    annotated C(maintenance.nvidia.com/garbage-collector.ignore=true).
+    when the request cordoned it, it was schedulable before and nobody has cordoned it since (held while
+    C(additionalRequestors) remain), then removes its finalizer. Requests Ready for longer than
+    C(maxNodeMaintenanceTimeSeconds) are deleted unless annotated
+    C(maintenance.nvidia.com/garbage-collector.ignore=true).
+  - The cordon and the uncordon are decided on the Node as just read and written only if it has not changed
+    since (its C(resourceVersion)); the cordon writes the annotation C(maintenance.nodeops.io/cordoned-by) on
+    the Node in the same write, under the field manager C(nodeops-maintenance-reconcile). A release leaves the
+    node cordoned when that marker no longer names the request or another field manager has set
+    C(spec.unschedulable) since (for example C(kubectl uncordon) then C(kubectl cordon)); RV(left_cordoned) and a
+    C(NodeLeftCordoned) event say so. A C(kubectl cordon) of a node that is already cordoned changes nothing on
+    the Node and cannot be seen.
   - Every Ready reason change records a C(ConditionChanged) event; a drain that PodDisruptionBudgets or the
     drain rules block records a Warning C(EvictionBlocked) event and names the pods and budgets in
     C(status.drain); a drain attempt that times out records a Warning C(DrainTimeout) event and starts again.
@@ -62,6 +70,14 @@ options:
     description: Seconds a pass waits for the Lease before it reports RV(busy).
     type: float
     default: 30
+  lease_duration:
+    description:
+      - Seconds the Lease is held without a renewal (it is renewed every third of that while a pass runs).
+      - A pass writes only while it can show that it holds the Lease, that is for 80% of this time after its last
+        renewal; a pass whose renewal fails, or that is paused for longer, stops writing and says so. Another
+        process takes the Lease over once this time has passed since the last renewal.
+    type: int
+    default: 60
   until_settled:
     description:
       - Run passes until no request is left that a pass would move by itself (Pending requests that the limits
@@ -126,6 +142,18 @@ released:
   type: list
   elements: str
   sample: [gpu-upgrades/gpu-03]
+left_cordoned:
+  description:
+    - Released requests whose node stays cordoned because the cordon is not, or no longer, the request's own,
+      since the node was cordoned before the maintenance or someone cordoned it again during it (our
+      C(maintenance.nodeops.io/cordoned-by) marker was replaced or removed, or another field manager set
+      C(spec.unschedulable) since). Each also has a C(NodeLeftCordoned) event (Warning for a cordon made during
+      the maintenance).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: gpu-upgrades/gpu-03, node: gpu-03, message: "node gpu-03 was cordoned again by someone else during
+      this maintenance (spec.unschedulable set by kubectl); it stays cordoned"}]
 collected:
   description: Requests deleted by the garbage collection.
   returned: always
@@ -155,10 +183,21 @@ plan:
   returned: always
   type: dict
 errors:
-  description: Requests a pass could not move because of an API error; the task fails when there are any.
+  description: Requests the last pass could not move because of an API error; the task fails when there are any.
   returned: always
   type: list
   elements: dict
+recovered:
+  description:
+    - Errors of earlier passes of O(until_settled=true) that a later pass got past (for example the API server
+      restarting); each is also a warning.
+  returned: always
+  type: list
+  elements: dict
+lease_lost:
+  description: Whether the last pass stopped writing because it could no longer show that it held the Lease.
+  returned: always
+  type: bool
 settled:
   description: Whether the last pass left nothing that a further pass would move by itself.
   returned: always
@@ -192,6 +231,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "lease_name": {"type": "str", "default": "nodeops-maintenance-reconcile"},
     "lease_namespace": {"type": "str"},
     "lease_wait": {"type": "float", "default": 30},
+    "lease_duration": {"type": "int", "default": 60},
     "until_settled": {"type": "bool", "default": False},
     "timeout": {"type": "float", "default": 300},
     "step_timeout": {"type": "float", "default": 20},
@@ -200,11 +240,14 @@ ARGUMENT_SPEC: dict[str, Any] = {
 
 
 def merge(reports: list[PassReport]) -> dict[str, Any]:
-    """One result from several passes: what happened in any pass, the state after the last."""
+    """One result from several passes: what happened in any pass, the state after the last. The errors are
+    the last pass's (each pass starts again from the objects, so an earlier error that a later pass got
+    past is history: it is in ``recovered``)."""
     last = reports[-1]
     out = last.as_dict()
-    for name in ("scheduled", "advanced", "released", "collected", "events", "errors"):
+    for name in ("scheduled", "advanced", "released", "left_cordoned", "collected", "events"):
         out[name] = [item for r in reports for item in getattr(r, name)]
+    out["recovered"] = [item for r in reports[:-1] for item in r.errors]
     out["passes"] = len(reports)
     return out
 
@@ -214,12 +257,15 @@ def options_from(params: dict[str, Any]) -> ReconcileOptions:
         raise ValueError("workers must be at least 1.")
     if params["step_timeout"] <= 0:
         raise ValueError("step_timeout must be more than 0 seconds.")
+    if params["lease_duration"] < 3:
+        raise ValueError("lease_duration must be at least 3 seconds (it is renewed every third of it).")
     return ReconcileOptions(
         namespace=params["namespace"],
         config_namespace=params["config_namespace"],
         lease_name=params["lease_name"],
         lease_namespace=params["lease_namespace"],
         lease_wait=max(0.0, params["lease_wait"]),
+        lease_duration=params["lease_duration"],
         step_budget=params["step_timeout"],
         workers=params["workers"],
     )
@@ -249,6 +295,8 @@ def main() -> None:
     for report in reports:
         for warning in report.warnings:
             module.warn(warning)
+    for error in result["recovered"]:
+        module.warn(f"An earlier pass failed and a later one went on: {error['name'] or 'the pass'}: {error['error']}")
     changed = any(r.changed for r in reports)
     if result["errors"]:
         module.fail_json(

@@ -151,7 +151,13 @@ remediations:
       description: Whether anything was (or in check mode would be) written for it.
       type: bool
     pods_deleted:
-      description: Pods force-deleted (or that would be).
+      description: Pods this run force-deleted (or would). Each deletion carries the UID the pod was listed
+        with, so a pod re-created under the same name meanwhile is never deleted.
+      type: list
+      elements: str
+    pods_already_gone:
+      description: Pods to delete that were gone, or replaced by a new pod of the same name (left alone),
+        before this run's deletion reached them; not deleted by this run.
       type: list
       elements: str
     attachments_deleted:

@@ -7,6 +7,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain import (
+    DrainError,
+    DrainOptions,
+    drain,
+    pool_size_for,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Client
 from cluster import kwok
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
@@ -292,3 +300,123 @@ def test_wait_for_pod_completion_times_out_and_goes_on(
     with pytest.raises(ApiException) as gone:
         core.read_namespaced_pod("batch-1", namespace)
     assert gone.value.status == 404
+
+
+def bare_pod(name: str, node: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": IMAGE}]},
+    }
+
+
+def replace_pod(core: k8s.CoreV1Api, namespace: str, name: str, node: str, labels: dict[str, str]) -> str:
+    """Delete the pod ``name`` at once and create a new pod of that name on ``node`` (as a StatefulSet re-creates
+    db-0 elsewhere); returns the new pod's UID."""
+    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return False
+
+    kwok.wait_until(gone, 60, f"pod {name} to be gone")
+    return str(core.create_namespaced_pod(namespace, bare_pod(name, node, labels)).metadata.uid)
+
+
+def untouched(core: k8s.CoreV1Api, namespace: str, name: str, uid: str) -> None:
+    pod = core.read_namespaced_pod(name, namespace)
+    assert pod.metadata.uid == uid, "the new pod is gone"
+    assert pod.metadata.deletion_timestamp is None, "the new pod was evicted or deleted"
+    assert not any(c.type == "DisruptionTarget" for c in pod.status.conditions or ()), "an eviction reached it"
+
+
+def pdb_counts(api: k8s.ApiClient, namespace: str, healthy: dict[str, int]) -> None:
+    policy = k8s.PolicyV1Api(api)
+
+    def observed() -> bool:
+        for name, count in healthy.items():
+            status = policy.read_namespaced_pod_disruption_budget(name, namespace).status
+            if not (status and status.observed_generation and status.current_healthy == count):
+                return False
+        return True
+
+    kwok.wait_until(observed, 60, "the disruption controller to count the PDBs' pods")
+
+
+def test_the_api_server_refuses_an_eviction_or_deletion_of_a_replaced_pod(
+    cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
+) -> None:
+    core = k8s.CoreV1Api(api)
+    _tag, (node, spare) = pool
+    client = Client.from_params(token_auth(cluster))
+    core.create_namespaced_pod(namespace, bare_pod("db-0", node, {"app": "db"}))
+    old = running_on(core, node, namespace, 1)["db-0"].metadata.uid
+    new = replace_pod(core, namespace, "db-0", spare, {"app": "db"})
+    for call in (client.evict, client.delete_pod):
+        with pytest.raises(errors.UIDMismatch) as replaced:
+            call("db-0", namespace, uid=old, grace_period=0)
+        assert isinstance(replaced.value, errors.OBJECT_GONE)
+        untouched(core, namespace, "db-0", new)
+        with pytest.raises(errors.NotFound):
+            call("db-1", namespace, uid=old)
+    client.delete_pod("db-0", namespace, uid=new, grace_period=0)  # the right UID: deleted
+
+    def deleted() -> bool:
+        return "db-0" not in pods_on(core, spare, namespace)
+
+    kwok.wait_until(deleted, 60, "the new db-0 to be deleted with its own UID")
+
+
+def test_a_pod_recreated_on_another_node_while_its_eviction_is_retried_stays_untouched(
+    cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
+) -> None:
+    """db-0's eviction is refused by its PDB; while the worker waits to retry, db-0 is deleted and re-created
+    under the same name on the spare node, outside any PDB (an eviction by name would now succeed). web-0,
+    blocked by its own PDB, keeps the drain going until its deadline."""
+    core, policy = k8s.CoreV1Api(api), k8s.PolicyV1Api(api)
+    _tag, (node, spare) = pool
+    for name, app in (("db-0", "db"), ("web-0", "web")):
+        core.create_namespaced_pod(namespace, bare_pod(name, node, {"app": app}))
+        body = {
+            "metadata": {"name": f"{app}-pdb"},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "maxUnavailable": 0},
+        }
+        policy.create_namespaced_pod_disruption_budget(namespace, body)
+    running_on(core, node, namespace, 2)
+    pdb_counts(api, namespace, {"db-pdb": 1, "web-pdb": 1})
+    planned = core.read_namespaced_pod("db-0", namespace).metadata.uid
+
+    client = Client.from_params(token_auth(cluster), pool_size=pool_size_for(4))
+    calls: list[tuple[str, str, str | None]] = []  # (verb, pod, uid) sent for db-0 once it was replaced
+    replacement: list[str] = []
+    evict, delete_pod = client.evict, client.delete_pod
+
+    def evict_then_replace(name: str, namespace_: str, *args: Any, **kw: Any) -> dict[str, Any]:
+        if replacement and name == "db-0":
+            calls.append(("evict", name, kw.get("uid")))
+        try:
+            return evict(name, namespace_, *args, **kw)
+        except errors.TooManyRequests:
+            if name == "db-0" and not replacement:  # the drain decided on db-0 and was refused: replace it now
+                replacement.append(replace_pod(core, namespace, "db-0", spare, {"app": "db-new"}))
+            raise
+
+    def record_delete(name: str, namespace_: str, *args: Any, **kw: Any) -> dict[str, Any]:
+        if replacement and name == "db-0":
+            calls.append(("delete", name, kw.get("uid")))
+        return delete_pod(name, namespace_, *args, **kw)
+
+    client.evict = evict_then_replace  # type: ignore[method-assign]
+    client.delete_pod = record_delete  # type: ignore[method-assign]
+    with pytest.raises(DrainError) as err:
+        drain(client, node, DrainOptions(force=True, timeout=10, concurrency=4))
+    assert replacement, "db-0's eviction was never refused"
+    untouched(core, namespace, "db-0", replacement[0])
+    assert calls == [], f"calls for db-0 after it was replaced: {calls}"
+    pods = by_name(err.value.result)
+    assert (pods["db-0"]["action"], pods["web-0"]["action"]) == ("gone", "blocked"), pods
+    assert planned != replacement[0]

@@ -15,6 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    ReconcileOptions,
+    Reconciler,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES, Client, Resource
 from cluster import kwok
 from integration.test_crds import run_role
 from kubernetes import client as k8s
@@ -29,6 +34,7 @@ NM_PLURAL = "nodemaintenances"
 IMAGE = "registry.invalid/app:1"
 FINALIZER = "maintenance.nvidia.com/finalizer"
 INITIAL = "maintenance.nvidia.com/node-initial-state.unschedulable"
+CORDONED_BY = "maintenance.nodeops.io/cordoned-by"
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +187,7 @@ def test_request_goes_to_ready_and_is_released(
     assert "maintenance.nvidia.com/wait-pod-completion-start-time" in m0["metadata"]["annotations"]
     assert [o["name"] for o in m0["metadata"]["ownerReferences"]] == [n0]
     assert unschedulable(api, n0)
+    assert annotations_of(api, n0)[CORDONED_BY] == f"NodeMaintenance {namespace}/m0 {m0['metadata']['uid']}"
     m1 = get_nm(objs, namespace, "m1")
     assert phase(m1) == "Ready" and m1 is not None
     assert m1["metadata"]["annotations"][INITIAL] == "true"
@@ -213,8 +220,94 @@ def test_request_goes_to_ready_and_is_released(
     assert not release.failed, release.result
     assert sorted(release.result["released"]) == [f"{namespace}/m0", f"{namespace}/m1"]
     assert get_nm(objs, namespace, "m0") is None and get_nm(objs, namespace, "m1") is None
-    assert not unschedulable(api, n0)
+    assert not unschedulable(api, n0) and CORDONED_BY not in annotations_of(api, n0)
     assert unschedulable(api, n1)
+    assert [x["name"] for x in release.result["left_cordoned"]] == [f"{namespace}/m1"]
+
+
+def kubectl(cluster: Any, *args: str) -> str:
+    """Someone else at the cluster: the real kubectl, as the admin."""
+    cmd = [str(cluster.bindir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig_token), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def annotations_of(api: k8s.ApiClient, name: str) -> dict[str, str]:
+    return k8s.CoreV1Api(api).read_node(name).metadata.annotations or {}
+
+
+def left_cordoned_events(api: k8s.ApiClient, namespace: str, name: str) -> list[tuple[str, str]]:
+    events = k8s.CoreV1Api(api).list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    return [(e.type, e.message) for e in events if e.reason == "NodeLeftCordoned"]
+
+
+def test_someone_cordons_the_node_during_its_maintenance_and_the_release_leaves_it_cordoned(
+    cluster: Any, api: k8s.ApiClient, namespace: str, nodes: list[str]
+) -> None:
+    objs = k8s.CustomObjectsApi(api)
+    n0 = nodes[0]
+    config(objs, namespace, {"maxParallelOperations": 1})
+    objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, nm("m0", n0, drainSpec={}))
+    run = run_module("maintenance_reconcile", reconcile_args(cluster, namespace, until_settled=True, timeout=90))
+    assert not run.failed, run.result
+    assert phase(get_nm(objs, namespace, "m0")) == "Ready" and unschedulable(api, n0)
+
+    # During the maintenance someone uncordons the node and cordons it again, for a reason of their own.
+    kubectl(cluster, "uncordon", n0)
+    kubectl(cluster, "cordon", n0)
+    objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "m0")
+    release = run_module("maintenance_reconcile", reconcile_args(cluster, namespace))
+    assert not release.failed, release.result
+    assert release.result["released"] == [f"{namespace}/m0"] and get_nm(objs, namespace, "m0") is None
+    assert unschedulable(api, n0), "the release lifted a cordon that someone else made during the maintenance"
+    assert [(x["name"], x["node"]) for x in release.result["left_cordoned"]] == [(f"{namespace}/m0", n0)]
+    assert "set by kubectl" in release.result["left_cordoned"][0]["message"]
+    assert [t for t, _message in left_cordoned_events(api, namespace, "m0")] == ["Warning"]
+    assert CORDONED_BY not in annotations_of(api, n0), "the release removes its own marker"
+
+
+class CordonsBeforeTheEngine(Client):
+    """A client that lets someone run ``kubectl cordon`` on a node just before the engine's first write to it:
+    after the pass read the node schedulable and decided to cordon it."""
+
+    target = ""
+    cluster: Any = None
+    done = False
+
+    def patch(self, res: Resource, name: str, patch: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if res is NODES and name == self.target and not self.done:
+            self.done = True
+            kubectl(self.cluster, "cordon", name)
+        return super().patch(res, name, patch, *args, **kwargs)
+
+
+def test_a_node_already_cordoned_before_the_maintenance_cordoned_it_stays_cordoned_after_release(
+    cluster: Any, api: k8s.ApiClient, namespace: str, nodes: list[str]
+) -> None:
+    objs = k8s.CustomObjectsApi(api)
+    n2 = nodes[2]
+    config(objs, namespace, {"maxParallelOperations": 1})
+    objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, nm("m2", n2, drainSpec={}))
+    client = CordonsBeforeTheEngine.from_params(token_auth(cluster))
+    client.target, client.cluster = n2, cluster
+    reconciler = Reconciler(client, ReconcileOptions(namespace=namespace, config_namespace=namespace))
+    report = reconciler.run_pass()
+    assert client.done and report.errors == [], report.as_dict()
+    m2 = get_nm(objs, namespace, "m2")
+    assert phase(m2) == "Ready" and m2 is not None and unschedulable(api, n2)
+    recorded = m2["metadata"]["annotations"][INITIAL]
+
+    objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "m2")
+    release = run_module("maintenance_reconcile", reconcile_args(cluster, namespace))
+    assert not release.failed, release.result
+    assert release.result["released"] == [f"{namespace}/m2"] and get_nm(objs, namespace, "m2") is None
+    assert unschedulable(api, n2), "the release lifted a cordon made before the maintenance cordoned the node"
+    # the engine's write met the API server's Conflict, read the node again and found someone else's cordon
+    assert recorded == "true"
+    assert release.result["left_cordoned"][0]["node"] == n2
+    assert [t for t, _message in left_cordoned_events(api, namespace, "m2")] == ["Normal"]
+    assert CORDONED_BY not in annotations_of(api, n2)
 
 
 def test_additional_requestors_hold_the_release(

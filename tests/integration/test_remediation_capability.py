@@ -1,5 +1,6 @@
-"""The remediation manager acts only on nodes whose agent has shown it can fence them, and counts the
-watchdog timeout the agent published; against the real test cluster, through the module."""
+"""The remediation manager acts only on nodes whose agent has shown it can fence them, counts the
+watchdog timeout the agent published, and deletes only the pods it listed (by UID); against the real test
+cluster, through the module and the engine."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import RemediationManager
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import PODS, Client
 from cluster import kwok
 from integration.test_node_health import SNR_GROUP, VERSION, crds, token_auth
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 from support.ansible_cli import run_module
 
 pytestmark = pytest.mark.integration
@@ -118,3 +122,64 @@ def test_the_safe_time_counts_the_watchdog_timeout_the_agent_published(
     later = remediate(cluster, ns, wait_timeout=3)
     assert later["code"] == "WaitingSafeTime" and later["pods_deleted"] == []
     assert core.read_namespaced_pod("db-0", ns).metadata.uid == scene["uid"]
+
+
+def test_a_pod_recreated_elsewhere_between_the_list_and_the_deletion_stays_untouched(
+    cluster: Any, api: k8s.ApiClient, scene: dict[str, Any]
+) -> None:
+    """The run lists the remediated node's pods; before its deletions, db-0 is deleted (by another run, or a
+    person) and re-created under the same name on a healthy node. The force-deletion carries the listed UID,
+    so the new pod survives and the run does not report db-0 as deleted by it."""
+    core = k8s.CoreV1Api(api)
+    objs = k8s.CustomObjectsApi(api)
+    node, ns = scene["node"], scene["namespace"]
+    [healthy] = kwok.add_nodes(api, 1, prefix=f"healthy-{uuid.uuid4().hex[:6]}")
+    try:
+        core.patch_node(node, {"metadata": {"annotations": {REBOOT_CAPABLE: "true", WATCHDOG: "1"}}})
+        status = {"phase": "Reboot-Completed", "timeAssumedRebooted": "2000-01-01T00:00:00Z"}
+        objs.patch_namespaced_custom_object_status(
+            SNR_GROUP, VERSION, ns, "selfnoderemediations", node, {"status": status}
+        )
+        client = Client.from_params(token_auth(cluster))
+        replaced: list[str] = []
+        listing = client.list
+
+        def list_then_replace(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+            result = listing(res, namespace, **kw)
+            if res is PODS and not replaced:
+                assert [p["metadata"]["uid"] for p in result["items"]] == [scene["uid"]]
+                replaced.append(recreate(core, ns, "db-0", healthy))
+            return result
+
+        client.list = list_then_replace  # type: ignore[method-assign]
+        manager = RemediationManager(client, lambda: datetime.now(timezone.utc), emit_events=False)  # noqa: UP017
+        [outcome] = manager.run(ns, node, wait_timeout=0)
+        assert replaced, "the run never listed the node's pods"
+        pod = core.read_namespaced_pod("db-0", ns)
+        assert pod.metadata.uid == replaced[0] and pod.spec.node_name == healthy
+        assert pod.metadata.deletion_timestamp is None, "the new pod on a healthy node was deleted"
+        assert outcome.pods_deleted == [] and outcome.pods_already_gone == [f"{ns}/db-0"], outcome
+        assert outcome.phase == "Fencing-Completed", outcome
+        # a run of the module now (the object is completed) leaves the new pod alone too
+        again = remediate(cluster, ns)
+        assert again["pods_deleted"] == [] and core.read_namespaced_pod("db-0", ns).metadata.uid == replaced[0]
+    finally:
+        kwok.delete_nodes(api, [healthy], timeout=120)
+
+
+def recreate(core: k8s.CoreV1Api, namespace: str, name: str, node: str) -> str:
+    """Delete the pod at once and create a new one of the same name on ``node``; the new pod's UID."""
+    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return False
+
+    kwok.wait_until(gone, 60, f"pod {name} to be gone")
+    body = {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}}
+    return str(core.create_namespaced_pod(namespace, body).metadata.uid)

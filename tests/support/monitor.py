@@ -27,6 +27,8 @@ class Monitor:
         self.max_down = 0
         self.ready_seen: set[str] = set()
         self.events = 0
+        #: every event seen: (resource plural, event type, name, resourceVersion)
+        self.history: list[tuple[str, str, str, int]] = []
         self.watches: list[Any] = []
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
@@ -41,7 +43,7 @@ class Monitor:
                 res, namespace=namespace, resource_version=listing["metadata"]["resourceVersion"], timeout=3600
             )
             self.watches.append(watch)
-            thread = threading.Thread(target=self._run, args=(watch, store), daemon=True)
+            thread = threading.Thread(target=self._run, args=(watch, store, res.plural), daemon=True)
             thread.start()
             self.threads.append(thread)
         with self.lock:
@@ -53,11 +55,14 @@ class Monitor:
         for thread in self.threads:
             thread.join(timeout=10)
 
-    def _run(self, watch: Any, store: dict[str, dict[str, Any]]) -> None:
+    def _run(self, watch: Any, store: dict[str, dict[str, Any]], plural: str) -> None:
         try:
             for event in watch:
                 obj = event["object"]
                 with self.lock:
+                    meta = obj.get("metadata") or {}
+                    version = str(meta.get("resourceVersion") or "0")
+                    self.history.append((plural, event["type"], str(meta.get("name")), int(version or 0)))
                     if event["type"] == "RELIST":
                         store.clear()
                         store.update({o["metadata"]["name"]: o for o in obj.get("items") or []})

@@ -63,15 +63,7 @@ def kill_tree(pid: int, timeout: float = 60.0) -> set[int]:
 
     The caller still reaps ``pid`` itself (``Popen.wait``); the others are reaped by init.
     """
-    stopped: set[int] = set()
-    while True:  # SIGSTOP until no new descendant shows up: a stopped process cannot fork
-        new = set().union(*(process_tree(member) for member in {pid} | stopped)) - stopped
-        if not new:
-            break
-        for member in new:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(member, signal.SIGSTOP)
-        stopped |= new
+    stopped = stop_tree(pid)  # a stopped process cannot fork
     for member in stopped:
         with contextlib.suppress(ProcessLookupError):
             os.kill(member, signal.SIGKILL)
@@ -81,3 +73,23 @@ def kill_tree(pid: int, timeout: float = 60.0) -> set[int]:
             raise AssertionError(f"processes still running after SIGKILL: {sorted(p for p in stopped if alive(p))}")
         time.sleep(0.05)
     return stopped
+
+
+def stop_tree(pid: int) -> set[int]:
+    """SIGSTOP ``pid`` and all its descendants (until no new descendant shows up); returns their PIDs."""
+    stopped: set[int] = set()
+    while True:
+        new = set().union(*(process_tree(member) for member in {pid} | stopped)) - stopped
+        if not new:
+            return stopped
+        for member in new:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGSTOP)
+        stopped |= new
+
+
+def continue_tree(pids: set[int]) -> None:
+    """SIGCONT every process of ``pids`` (those still there)."""
+    for member in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGCONT)

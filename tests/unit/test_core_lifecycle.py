@@ -6,6 +6,11 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+    CORDONED_BY_ANNOTATION,
+    ENGINE_FIELD_MANAGER,
+    cordoned_by,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
     FINALIZER,
     INITIAL_UNSCHEDULABLE_ANNOTATION,
@@ -29,7 +34,7 @@ def nm(
         conditions.append({"type": "Ready", "status": "False", "reason": phase})
     if requestor_failed:
         conditions.append({"type": "RequestorFailed", "status": "True", "reason": "FailedMaintenance"})
-    meta: dict[str, Any] = {"name": "m", "namespace": "ns", "annotations": dict(annotations or {})}
+    meta: dict[str, Any] = {"name": "m", "namespace": "ns", "uid": "uid-m", "annotations": dict(annotations or {})}
     if finalizer:
         meta["finalizers"] = [FINALIZER]
     if deleting:
@@ -41,8 +46,25 @@ def nm(
     }
 
 
-def node(unschedulable: bool = False) -> dict[str, Any]:
-    return {"metadata": {"name": "n1", "uid": "u1"}, "spec": {"unschedulable": True} if unschedulable else {}}
+OUR_CLAIM = "NodeMaintenance ns/m uid-m"
+
+
+def node(unschedulable: bool = False, marker: str | None = None, owner: str | None = None) -> dict[str, Any]:
+    """``marker``: the cordoned-by annotation; ``owner``: the field manager that owns spec.unschedulable."""
+    meta: dict[str, Any] = {"name": "n1", "uid": "u1"}
+    if marker is not None:
+        meta["annotations"] = {CORDONED_BY_ANNOTATION: marker}
+    if owner is not None:
+        meta["managedFields"] = [
+            {"manager": "kubelet", "operation": "Update", "subresource": "status", "fieldsV1": {"f:status": {}}},
+            {"manager": owner, "operation": "Update", "fieldsV1": {"f:spec": {"f:unschedulable": {}}}},
+        ]
+    return {"metadata": meta, "spec": {"unschedulable": True} if unschedulable else {}}
+
+
+def ours() -> dict[str, Any]:
+    """n1 as our cordon left it: cordoned, our marker, our field manager owns spec.unschedulable."""
+    return node(True, OUR_CLAIM, ENGINE_FIELD_MANAGER)
 
 
 def reasons(step: lc.Step) -> list[str]:
@@ -81,8 +103,36 @@ def test_cordon_leaves_a_cordoned_node_and_records_true() -> None:
 def test_cordon_records_only_once() -> None:
     # killed after the annotation and the cordon: the rerun changes neither
     obj = nm("Cordon", finalizer=True, annotations={INITIAL_UNSCHEDULABLE_ANNOTATION: "false"})
-    step = lc.next_step(obj, node(unschedulable=True), NOW)
+    step = lc.next_step(obj, ours(), NOW)
     assert step.annotations == {} and step.unschedulable is None and step.phase == "WaitForPodCompletion"
+
+
+@pytest.mark.parametrize(
+    "cordoned",
+    [
+        node(True),  # kubectl cordon: no marker
+        node(True, "NodeMaintenance ns/other uid-o", ENGINE_FIELD_MANAGER),  # another request's cordon
+        node(True, OUR_CLAIM, "kubectl"),  # our marker, but someone else set spec.unschedulable since
+    ],
+)
+def test_cordon_of_a_node_someone_else_cordoned_since_the_record_records_true(cordoned: dict[str, Any]) -> None:
+    # the record said "false" (a killed pass, or a look before someone cordoned it): the node is not ours
+    obj = nm("Cordon", finalizer=True, annotations={INITIAL_UNSCHEDULABLE_ANNOTATION: "false"})
+    step = lc.next_step(obj, cordoned, NOW)
+    assert step.annotations == {INITIAL_UNSCHEDULABLE_ANNOTATION: "true"} and step.unschedulable is None
+
+
+def test_cordon_of_a_node_uncordoned_since_a_true_record_cordons_it() -> None:
+    obj = nm("Cordon", finalizer=True, annotations={INITIAL_UNSCHEDULABLE_ANNOTATION: "true"})
+    step = lc.next_step(obj, node(), NOW)
+    assert step.annotations == {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"} and step.unschedulable is True
+
+
+def test_only_cordon_and_release_decide_on_the_node() -> None:
+    assert lc.decides_on_node(nm("Cordon", finalizer=True))
+    assert lc.decides_on_node(nm("Ready", finalizer=True, deleting=True))
+    assert not lc.decides_on_node(nm("Ready", deleting=True))
+    assert not any(lc.decides_on_node(nm(phase, finalizer=True)) for phase in ("Scheduled", "Draining", "Ready"))
 
 
 def test_cordon_false_does_nothing_to_the_node() -> None:
@@ -212,10 +262,38 @@ def test_garbage_collection_after_the_max_time(phase: str) -> None:
 
 
 def test_deletion_uncordons_what_we_cordoned_and_drops_the_finalizer() -> None:
-    ours = {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
-    step = lc.next_step(nm("Draining", finalizer=True, deleting=True, annotations=ours), node(True), NOW)
+    record = {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
+    step = lc.next_step(nm("Draining", finalizer=True, deleting=True, annotations=record), ours(), NOW)
     assert step.unschedulable is False and step.finalizer is False and step.released
     assert step.annotations == {INITIAL_UNSCHEDULABLE_ANNOTATION: None}
+    assert not step.left_cordoned and step.events == []
+
+
+@pytest.mark.parametrize(
+    ("cordoned", "clue"),
+    [
+        (node(True, OUR_CLAIM, "kubectl"), "spec.unschedulable set by kubectl"),  # uncordoned and cordoned again
+        (node(True, None, "kubectl"), "=(none)"),  # and our marker removed
+        (node(True, "someone", ENGINE_FIELD_MANAGER), "cordoned-by='someone'"),  # another claim
+        (node(True, OUR_CLAIM), "can no longer be shown"),  # managedFields cleared: ownership cannot be shown
+    ],
+)
+def test_deletion_leaves_a_node_cordoned_again_by_someone_else_cordoned_and_says_so(
+    cordoned: dict[str, Any], clue: str
+) -> None:
+    record = {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
+    step = lc.next_step(nm("Ready", finalizer=True, deleting=True, annotations=record), cordoned, NOW)
+    assert step.unschedulable is None and step.finalizer is False and step.released
+    assert step.forget_claim is (cordoned_by(cordoned) == OUR_CLAIM)
+    assert clue in step.left_cordoned and step.left_cordoned.endswith("it stays cordoned")
+    assert [(e.reason, e.type) for e in step.events] == [(lc.EVENT_LEFT_CORDONED, "Warning")]
+
+
+def test_deletion_says_a_node_cordoned_before_stays_cordoned() -> None:
+    record = {INITIAL_UNSCHEDULABLE_ANNOTATION: "true"}
+    step = lc.next_step(nm("Ready", finalizer=True, deleting=True, annotations=record), node(True), NOW)
+    assert step.unschedulable is None and not step.forget_claim and "cordoned before" in step.left_cordoned
+    assert [(e.reason, e.type) for e in step.events] == [(lc.EVENT_LEFT_CORDONED, "Normal")]
 
 
 @pytest.mark.parametrize(
@@ -224,6 +302,7 @@ def test_deletion_uncordons_what_we_cordoned_and_drops_the_finalizer() -> None:
         ({INITIAL_UNSCHEDULABLE_ANNOTATION: "true"}, {}, True),  # cordoned before: stays cordoned
         ({INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}, {}, False),  # someone uncordoned it meanwhile
         ({INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}, {"cordon": False}, True),  # we did not cordon
+        ({INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}, {}, True),  # cordoned, but not by us (no marker)
         ({}, {}, True),  # deleted before the Cordon step
     ],
 )
@@ -236,11 +315,11 @@ def test_deletion_leaves_the_node_alone(annotations: dict[str, str], spec: dict[
 
 def test_deletion_holds_for_additional_requestors_in_ready_only() -> None:
     spec = {"additionalRequestors": ["b.example.com"]}
-    ours = {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
+    record = {INITIAL_UNSCHEDULABLE_ANNOTATION: "false"}
     for phase in ("Ready", "RequestorFailed"):
-        held = lc.next_step(nm(phase, finalizer=True, deleting=True, spec=spec, annotations=ours), node(True), NOW)
+        held = lc.next_step(nm(phase, finalizer=True, deleting=True, spec=spec, annotations=record), ours(), NOW)
         assert held.idle and "b.example.com" in held.waiting
-    draining = lc.next_step(nm("Draining", finalizer=True, deleting=True, spec=spec, annotations=ours), node(True), NOW)
+    draining = lc.next_step(nm("Draining", finalizer=True, deleting=True, spec=spec, annotations=record), ours(), NOW)
     assert draining.finalizer is False and draining.unschedulable is False
 
 

@@ -70,8 +70,10 @@ def snr(
     return {"metadata": meta, "spec": {"remediationStrategy": "Automatic"}, "status": status}
 
 
-POD = {"metadata": {"namespace": "app", "name": "db-0"}}
-TERMINATING = {"metadata": {"namespace": "app", "name": "web-1", "deletionTimestamp": "2026-01-02T03:04:00Z"}}
+POD = {"metadata": {"namespace": "app", "name": "db-0", "uid": "u-db-0"}}
+TERMINATING = {
+    "metadata": {"namespace": "app", "name": "web-1", "uid": "u-web-1", "deletionTimestamp": "2026-01-02T03:04:00Z"}
+}
 VA = {"metadata": {"name": "va-1"}, "spec": {"nodeName": "w1"}}
 
 
@@ -157,7 +159,9 @@ def test_resource_deletion_deletes_pods_and_attachments_then_completes() -> None
     step = plan_step(
         obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, RD, pods=[POD, TERMINATING], attachments=[VA]
     )
-    assert step.pods_to_delete == [("app", "db-0"), ("app", "web-1")]
+    # each with the UID it was listed with, for the deletion's precondition; the result shows namespace/name
+    assert step.pods_to_delete == [("app", "db-0", "u-db-0"), ("app", "web-1", "u-web-1")]
+    assert step.as_dict()["pods_to_delete"] == ["app/db-0", "app/web-1"]
     assert step.attachments_to_delete == ["va-1"]
     assert step.status is None
     done = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, RD)
@@ -180,7 +184,7 @@ def test_out_of_service_taint_flow() -> None:
     waiting = plan_step(obj, tainted, later, SAFE, OOS, pods=[POD], attachments=[VA])
     assert not waiting.writes and waiting.wait_until is not None  # the taint evicts it
     evicted = plan_step(obj, tainted, later, SAFE, OOS, pods=[POD, TERMINATING], attachments=[VA])
-    assert evicted.pods_to_delete == [("app", "web-1")]  # finished as the pod GC would
+    assert evicted.pods_to_delete == [("app", "web-1", "u-web-1")]  # finished as the pod GC would
     assert not evicted.attachments_to_delete
     detach = plan_step(obj, tainted, later, SAFE, OOS, attachments=[VA])
     assert detach.attachments_to_delete == ["va-1"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -25,12 +26,21 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
 NODE = "n1"
 
 
-def pod(name: str, owner: str | None = "ReplicaSet", labels: dict[str, str] | None = None, **extra: Any) -> dict:
+def pod(
+    name: str, owner: str | None = "ReplicaSet", labels: dict[str, str] | None = None, node: str = NODE, **extra: Any
+) -> dict:
     meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"u-{name}", "labels": labels or {"app": "web"}}
     if owner:
         meta["ownerReferences"] = [{"kind": owner, "name": "x", "controller": True}]
     meta.update(extra)
-    return {"metadata": meta, "spec": {"nodeName": NODE, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}}
+    return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}}
+
+
+def replacement(name: str) -> dict:
+    """A new pod under ``name`` (as a StatefulSet re-creates it), on another node."""
+    new = pod(name, owner="StatefulSet", node="n2")
+    new["metadata"]["uid"] = f"u-new-{name}"
+    return new
 
 
 class FakeWatch:
@@ -53,7 +63,16 @@ class FakeWatch:
 
 
 class FakeClient:
-    """Pods on one node; an accepted eviction/delete makes the pod go (a DELETED watch event), like kwok."""
+    """Pods on one node; an accepted eviction/delete makes the pod go (a DELETED watch event), like kwok.
+
+    Evictions and deletions act on the pod that has the name now, as the API server does; one that carries a
+    UID is refused with 409 when that pod has another UID (the preconditions), one without acts on whatever pod
+    has the name. ``sent`` records (verb, name, uid) of every eviction and deletion.
+    """
+
+    def retrying_until(self, until: float | None) -> contextlib.AbstractContextManager[None]:
+        """The real client retries transient failures until ``until``; this one has none."""
+        return contextlib.nullcontext()
 
     def __init__(self, pods: list[dict], cordoned: bool = False) -> None:
         self.pods = {p["metadata"]["uid"]: p for p in pods}
@@ -67,6 +86,8 @@ class FakeClient:
         self.daemonsets: set[tuple[str, str]] = set()
         self.pdbs: list[dict] = []
         self.watch_error: Exception | None = None
+        self.sent: list[tuple[str, str, str | None]] = []
+        self.replace_on_call: dict[str, dict] = {}  # pod name -> the pod that replaces it as the call arrives
 
     def get(self, res: Any, name: str, namespace: str | None = None) -> dict:
         self.calls.append(("get", res.kind, name))
@@ -78,6 +99,12 @@ class FakeClient:
             if (namespace, name) in self.daemonsets:
                 return {}
             raise errors.NotFound("no", 404, {})
+        if res is PODS:
+            with self.lock:
+                found = [p for p in self.pods.values() if p["metadata"]["name"] == name]
+            if not found:
+                raise errors.NotFound("no", 404, {})
+            return found[0]
         raise AssertionError(res)
 
     def list(self, res: Any, namespace: str | None = None, label_selector: str | None = None, **kw: Any) -> dict:
@@ -86,7 +113,7 @@ class FakeClient:
             return {"items": self.pdbs}
         assert res is PODS and kw["field_selector"] == f"spec.nodeName={NODE}"
         with self.lock:
-            items = list(self.pods.values())
+            items = [p for p in self.pods.values() if p["spec"]["nodeName"] == NODE]
         if label_selector:
             key, value = label_selector.split("=")
             items = [p for p in items if p["metadata"]["labels"].get(key) == value]
@@ -98,16 +125,38 @@ class FakeClient:
             self.node["spec"]["unschedulable"] = body["spec"]["unschedulable"]
         return self.node
 
-    def _remove(self, name: str, namespace: str) -> None:
-        with self.lock:
-            uid = next((u for u, p in self.pods.items() if p["metadata"]["name"] == name), None)
-            if uid is None:
-                raise errors.NotFound("gone", 404, {})
-            if self.vanish:
-                self.events.put({"type": "DELETED", "object": self.pods.pop(uid)})
+    def _arrive(self, verb: str, name: str, uid: str | None) -> None:
+        self.sent.append((verb, name, uid))
+        new = self.replace_on_call.pop(name, None)
+        if new is not None:  # deleted by someone else and re-created elsewhere just before this call
+            with self.lock:
+                old = self.pods.pop(f"u-{name}")
+                self.pods[new["metadata"]["uid"]] = new
+            self.events.put({"type": "DELETED", "object": old})
 
-    def evict(self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+    def _remove(self, name: str, namespace: str, uid: str | None) -> None:
+        with self.lock:
+            current = next((u for u, p in self.pods.items() if p["metadata"]["name"] == name), None)
+            if current is None:
+                raise errors.NotFound("gone", 404, {})
+            if uid is not None and uid != current:
+                message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current}"
+                raise errors.UIDMismatch(message, 409, {"message": message})
+            if self.vanish:
+                self.events.put({"type": "DELETED", "object": self.pods.pop(current)})
+
+    # grace_period and dry_run may come by position, as older callers sent them
+    def evict(
+        self,
+        name: str,
+        namespace: str,
+        grace_period: int | None = None,
+        dry_run: bool = False,
+        *,
+        uid: str | None = None,
+    ) -> dict:
         self.calls.append(("evict", name, grace_period, dry_run))
+        self._arrive("evict", name, uid)
         if name in self.fail:
             raise self.fail[name]
         left = self.refuse.get(name, 0)
@@ -116,13 +165,22 @@ class FakeClient:
             body = {"details": {"causes": [{"message": "The disruption budget web-pdb needs 1 healthy pods"}]}}
             raise errors.TooManyRequests("refused", 429, body)
         if not dry_run:
-            self._remove(name, namespace)
+            self._remove(name, namespace, uid)
         return {}
 
-    def delete_pod(self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+    def delete_pod(
+        self,
+        name: str,
+        namespace: str,
+        grace_period: int | None = None,
+        dry_run: bool = False,
+        *,
+        uid: str | None = None,
+    ) -> dict:
         self.calls.append(("delete", name, grace_period, dry_run))
+        self._arrive("delete", name, uid)
         if not dry_run:
-            self._remove(name, namespace)
+            self._remove(name, namespace, uid)
         return {}
 
     def watch(self, res: Any, **kw: Any) -> FakeWatch:
@@ -138,41 +196,26 @@ class FakeClient:
         """Call ``action(pod name)`` once the API accepted (or refused) each eviction: for what happens "later"."""
         original = self.evict
 
-        def evict(name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+        def evict(name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False, **kw: Any) -> dict:
             try:
-                return original(name, namespace, grace_period, dry_run)
+                return original(name, namespace, grace_period, dry_run, **kw)
             finally:
                 action(name)
 
         self.evict = evict  # type: ignore[method-assign]
 
 
-class RecordingStop(threading.Event):
-    """A drain pass's stop event that records how long its workers asked to wait between attempts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waits: list[float] = []
-
-    def wait(self, timeout: float | None = None) -> bool:
-        if timeout is not None:
-            self.waits.append(timeout)
-        return super().wait(timeout)
-
-
 @pytest.fixture
 def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The waits the workers of every DrainPass ask for (the product's own retry decisions, not wall time)."""
     waits: list[float] = []
-    original = DrainPass.__init__
+    original = DrainPass._pause
 
-    def init(self: DrainPass, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        stop = RecordingStop()
-        stop.waits = waits
-        self._stop = stop
+    def pause(self: DrainPass, target: Any, delay: float) -> None:
+        waits.append(delay)
+        original(self, target, delay)
 
-    monkeypatch.setattr(DrainPass, "__init__", init)
+    monkeypatch.setattr(DrainPass, "_pause", pause)
     return waits
 
 
@@ -345,6 +388,94 @@ def test_same_name_with_a_new_uid_counts_as_gone() -> None:
     assert result["pods"][0]["seconds"] == 5.0
 
 
+def test_every_eviction_and_deletion_carries_the_planned_uid(backoffs: list[float]) -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.refuse = {"a": 1}
+    drain(client, NODE, DrainOptions(timeout=120))
+    assert sorted(client.sent) == [("evict", "a", "u-a"), ("evict", "a", "u-a"), ("evict", "b", "u-b")]
+    client = FakeClient([pod("a")])
+    client.refuse = {"a": -1}
+    drain(client, NODE, DrainOptions(timeout=120, bypass_pdb_after=0.2))
+    assert client.sent[-1] == ("delete", "a", "u-a") and {uid for _, _, uid in client.sent} == {"u-a"}
+    client = FakeClient([pod("a")])
+    drain(client, NODE, DrainOptions(disable_eviction=True))
+    assert client.sent == [("delete", "a", "u-a")]
+    for disable in (False, True):
+        client = FakeClient([pod("a")])
+        drain(client, NODE, DrainOptions(dry_run=True, disable_eviction=disable))
+        assert client.sent == [("delete" if disable else "evict", "a", "u-a")]
+
+
+def test_a_pod_replaced_while_its_eviction_is_retried_is_never_touched(backoffs: list[float]) -> None:
+    client = FakeClient([pod("db-0"), pod("web")])
+    client.refuse = {"db-0": 1}  # refused once: a retry by name would evict the replacement
+    new = replacement("db-0")
+
+    def replace_once_refused(name: str) -> None:
+        # db-0 is deleted by someone else and re-created on n2; the watch does not tell the drain (it lags)
+        if name == "db-0" and "u-db-0" in client.pods:
+            with client.lock:
+                del client.pods["u-db-0"]
+                client.pods["u-new-db-0"] = new
+
+    client.after_eviction(replace_once_refused)
+    result = drain(client, NODE, DrainOptions(timeout=120))
+    assert client.pods.get("u-new-db-0") is new and "deletionTimestamp" not in new["metadata"]
+    assert [s for s in client.sent if s[1] == "db-0"] == [("evict", "db-0", "u-db-0")], "a call after the replacement"
+    assert backoffs == [core.retry_delay(1)], "the worker stopped at its first retry"
+    assert {p["name"]: p["action"] for p in result["pods"]} == {"db-0": "gone", "web": "evicted"}
+
+
+@pytest.mark.parametrize("options", [{}, {"disable_eviction": True}], ids=["evict", "delete"])
+def test_a_pod_replaced_just_before_the_call_is_left_alone_and_counts_as_gone(
+    options: dict[str, Any], backoffs: list[float]
+) -> None:
+    client = FakeClient([pod("db-0"), pod("web")])
+    new = replacement("db-0")
+    client.replace_on_call = {"db-0": new}  # the API answers the call for the new pod: 409 on the UID precondition
+    result = drain(client, NODE, DrainOptions(timeout=120, **options))
+    assert client.pods.get("u-new-db-0") is new and "deletionTimestamp" not in new["metadata"]
+    assert [s for s in client.sent if s[1] == "db-0"] == [(s[0], "db-0", "u-db-0") for s in client.sent[:1]]
+    assert backoffs == []
+    assert {p["name"]: p["action"] for p in result["pods"]} == {
+        "db-0": "gone",
+        "web": "deleted" if options else "evicted",
+    }
+
+
+def test_a_waiting_worker_stops_as_soon_as_the_watch_sees_its_pod_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = FakeClient([pod("db-0"), pod("web")])
+    client.refuse = {"db-0": -1, "web": -1}
+    new = replacement("db-0")
+    monkeypatch.setattr(core, "retry_delay", lambda attempt: 600.0)  # a worker's wait ends early or not at all
+    ended: list[bool] = []  # for db-0's wait: whether the pass was still running when it ended
+
+    def replaced_and_seen(name: str) -> None:
+        if name == "db-0" and "u-db-0" in client.pods:
+            with client.lock:
+                old = client.pods.pop("u-db-0")
+                client.pods["u-new-db-0"] = new
+            client.events.put({"type": "DELETED", "object": old})
+
+    client.after_eviction(replaced_and_seen)
+    original_pause = DrainPass._pause
+
+    def pause(self: DrainPass, target: Any, delay: float) -> None:
+        if target.plan.name != "db-0":  # web is retried quickly until db-0's worker is back
+            original_pause(self, target, 0.01)
+            return
+        original_pause(self, target, delay)
+        ended.append(not self._stop.is_set())
+        client.refuse["web"] = 0  # only now may the drain finish
+
+    monkeypatch.setattr(DrainPass, "_pause", pause)
+    result = drain(client, NODE, DrainOptions(timeout=120))
+    assert ended == [True], "db-0's worker waited on after its pod was gone"
+    assert client.pods.get("u-new-db-0") is new
+    assert [s for s in client.sent if s[1] == "db-0"] == [("evict", "db-0", "u-db-0")]
+    assert {p["name"]: p["action"] for p in result["pods"]} == {"db-0": "gone", "web": "evicted"}
+
+
 def test_evicted_pod_still_there_at_the_deadline_is_terminating() -> None:
     client = FakeClient([pod("slow")])
     client.vanish = False
@@ -404,9 +535,11 @@ def test_pdb_names_come_from_the_budgets_when_the_refusal_does_not_name_them() -
     client.refuse = {"a": -1}
     original = client.evict
 
-    def evict_without_causes(name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False) -> dict:
+    def evict_without_causes(
+        name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False, **kw: Any
+    ) -> dict:
         try:
-            return original(name, namespace, grace_period, dry_run)
+            return original(name, namespace, grace_period, dry_run, **kw)
         except errors.TooManyRequests as exc:
             raise errors.TooManyRequests(exc.msg, 429, {}) from None
 

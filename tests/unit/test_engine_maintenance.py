@@ -8,6 +8,11 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+    CORDONED_BY_ANNOTATION,
+    ENGINE_FIELD_MANAGER,
+    owns_unschedulable,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import FINALIZER
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
@@ -33,6 +38,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease impo
 
 NOW = 1_800_000_000.0
 NS = "ns"
+INITIAL = "maintenance.nvidia.com/node-initial-state.unschedulable"
 
 
 class FakeApi:
@@ -127,14 +133,44 @@ class FakeApi:
             return copy.deepcopy(new)
 
     def patch(self, res: Any, name: str, patch: dict[str, Any], namespace: str | None = None, **kw: Any) -> dict:
+        """A merge patch of a Node, as the API server: conditional when it holds metadata.resourceVersion, and
+        spec.unschedulable owned (managedFields) by the field manager that last changed it."""
         assert res is NODES
         with self.lock:
-            node = self.objects[self._key(res, name, None)]
-            node["spec"]["unschedulable"] = patch["spec"]["unschedulable"]
-            if node["spec"]["unschedulable"] is None:
-                del node["spec"]["unschedulable"]
-            self.writes.append(("patch", "nodes", name, str(patch["spec"]["unschedulable"])))
-            return copy.deepcopy(self._bump(node))
+            key = self._key(res, name, None)
+            if self.conflicts.get(("nodes", name)):
+                self.conflicts[("nodes", name)] -= 1
+                other = self.objects[key]
+                other["metadata"]["annotations"] = {**(other["metadata"].get("annotations") or {}), "x": "y"}
+                self._bump(other)  # someone else wrote meanwhile
+            current = self.objects.get(key)
+            if current is None:
+                raise errors.NotFound(f"nodes {name} not found", 404, {"details": {"name": name}})
+            meta = dict(patch.get("metadata") or {})
+            expected = meta.pop("resourceVersion", None)
+            if expected is not None and expected != current["metadata"]["resourceVersion"]:
+                raise errors.Conflict("the object has been modified", 409, {})
+            node = copy.deepcopy(current)
+            annotations = dict(node["metadata"].get("annotations") or {})
+            for annotation, value in (meta.get("annotations") or {}).items():
+                if value is None:
+                    annotations.pop(annotation, None)
+                else:
+                    annotations[annotation] = value
+            node["metadata"]["annotations"] = annotations
+            spec = patch.get("spec") or {}
+            if "unschedulable" in spec:
+                before = bool(node["spec"].get("unschedulable"))
+                node["spec"]["unschedulable"] = spec["unschedulable"]
+                if not node["spec"]["unschedulable"]:
+                    del node["spec"]["unschedulable"]
+                if before != bool(spec["unschedulable"]):
+                    set_unschedulable_owner(node, kw.get("field_manager") or "nodeops.maintenance")
+            if kw.get("dry_run"):
+                return node
+            self.writes.append(("patch", "nodes", name, str(spec["unschedulable"]) if "unschedulable" in spec else "-"))
+            self.objects[key] = self._bump(node)
+            return copy.deepcopy(node)
 
     def delete(self, res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
         with self.lock:
@@ -152,6 +188,16 @@ class FakeApi:
         with self.lock:
             self.events.append((involved["metadata"]["name"], reason, message, event_type))
         return {}
+
+
+def set_unschedulable_owner(node: dict[str, Any], manager: str) -> None:
+    """managedFields after ``manager`` changed spec.unschedulable: it owns the field (while set), nobody else."""
+    entries = [
+        e for e in node["metadata"].get("managedFields") or [] if "f:unschedulable" not in e["fieldsV1"]["f:spec"]
+    ]
+    if node["spec"].get("unschedulable"):
+        entries.append({"manager": manager, "operation": "Update", "fieldsV1": {"f:spec": {"f:unschedulable": {}}}})
+    node["metadata"]["managedFields"] = entries
 
 
 def node(name: str, unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
@@ -262,6 +308,67 @@ def test_a_request_on_a_precordoned_node_is_left_cordoned(api: FakeApi) -> None:
     node2 = api.obj(NODES, "n2", None)
     assert node2 is not None and node2["spec"]["unschedulable"] is True
     assert not any(w[:3] == ("patch", "nodes", "n2") for w in api.writes)
+
+
+def cordon_as(api: FakeApi, name: str, unschedulable: bool, manager: str = "kubectl") -> None:
+    """Someone else (kubectl by default) cordons or uncordons the node."""
+    api.patch(NODES, name, {"spec": {"unschedulable": True if unschedulable else None}}, field_manager=manager)
+
+
+def test_the_cordon_is_a_conditional_write_decided_again_after_a_conflict(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    api.conflicts = {("nodes", "n0"): 2}  # the node changes twice between the engine's read and its write
+    report = reconciler(api).run_pass()
+    assert report.errors == [] and phase(api, "a") == "Ready"
+    node0 = api.obj(NODES, "n0", None)
+    assert node0 is not None and node0["spec"]["unschedulable"] is True
+    assert node0["metadata"]["annotations"]["x"] == "y", "the other writer's change is kept"
+    assert node0["metadata"]["annotations"][CORDONED_BY_ANNOTATION] == f"NodeMaintenance {NS}/a uid-a"
+    assert owns_unschedulable(node0, ENGINE_FIELD_MANAGER)
+    assert [w for w in api.writes if w[1] == "nodes"] == [("patch", "nodes", "n0", "True")]
+
+
+def test_a_cordon_that_meets_someone_elses_cordon_is_not_ours_to_lift(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    original = api.patch
+
+    def patch(res: Any, name: str, body: dict[str, Any], namespace: str | None = None, **kw: Any) -> dict:
+        if kw.get("field_manager") == ENGINE_FIELD_MANAGER and not api.objects[("nodes", None, name)]["spec"]:
+            cordon_as(api, name, True)  # kubectl cordon, between the engine's read of the node and its write
+        return original(res, name, body, namespace, **kw)
+
+    api.patch = patch  # type: ignore[method-assign]
+    reconciler(api).run_pass()
+    a = api.obj(NODE_MAINTENANCES, "a")
+    assert a is not None and phase(api, "a") == "Ready"
+    assert a["metadata"]["annotations"][INITIAL] == "true", "re-decided on the node read after the Conflict"
+    node0 = api.obj(NODES, "n0", None)
+    assert node0 is not None and CORDONED_BY_ANNOTATION not in node0["metadata"]["annotations"]
+    api.delete(NODE_MAINTENANCES, "a", NS)
+    report = reconciler(api).run_pass()
+    assert report.released == [f"{NS}/a"] and api.obj(NODES, "n0", None)["spec"]["unschedulable"] is True  # type: ignore[index]
+    assert [e[1:] for e in api.events if e[1] == lc.EVENT_LEFT_CORDONED] == [
+        (lc.EVENT_LEFT_CORDONED, "node n0 was cordoned before this maintenance; it stays cordoned", "Normal")
+    ]
+
+
+def test_release_leaves_a_node_cordoned_again_by_someone_else_cordoned(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reconciler(api).run_pass()
+    assert phase(api, "a") == "Ready"
+    cordon_as(api, "n0", False)  # kubectl uncordon, then kubectl cordon: our marker stays, the owner changes
+    cordon_as(api, "n0", True)
+    api.delete(NODE_MAINTENANCES, "a", NS)
+    report = reconciler(api).run_pass()
+    assert report.released == [f"{NS}/a"] and api.obj(NODE_MAINTENANCES, "a") is None
+    node0 = api.obj(NODES, "n0", None)
+    assert node0 is not None and node0["spec"]["unschedulable"] is True
+    assert CORDONED_BY_ANNOTATION not in node0["metadata"]["annotations"], "our stale marker goes"
+    assert [(x["name"], x["node"]) for x in report.left_cordoned] == [(f"{NS}/a", "n0")]
+    assert "set by kubectl" in report.left_cordoned[0]["message"]
+    assert [(e[0], e[1], e[3]) for e in api.events if e[1] == lc.EVENT_LEFT_CORDONED] == [
+        ("a", lc.EVENT_LEFT_CORDONED, "Warning")
+    ]
 
 
 def test_garbage_collection_and_the_ignore_annotation(api: FakeApi) -> None:
@@ -386,3 +493,80 @@ def test_a_joined_requestor_leaves_a_request_being_deleted(api: FakeApi) -> None
     assert [x.action for x in b.absent(["n0"])] == ["left"]
     obj = api.obj(NODE_MAINTENANCES, "shared")
     assert obj is not None and obj["spec"]["additionalRequestors"] == []
+
+
+# -- a pass writes only while it can show it holds the Lease -----------------------------------------
+class Mono:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_pass_stops_writing_once_its_hold_on_the_lease_runs_out(api: FakeApi) -> None:
+    for index in range(3):
+        api.add(NODE_MAINTENANCES, nm(f"r{index}", f"n{index}"))
+    rec = reconciler(api, lease_duration=60, workers=1)
+    mono = Mono()
+    rec.lease.monotonic = mono
+    writes_before_pause: list[int] = []
+    original = api.replace
+
+    def replace(res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        result = original(res, body, subresource)
+        if res is NODE_MAINTENANCES and not writes_before_pause:
+            # the process is paused here (SIGSTOP, a long GC) for longer than the Lease's time
+            writes_before_pause.append(len([w for w in api.writes if w[1] != "leases"]))
+            mono.now += 60
+        return result
+
+    api.replace = replace  # type: ignore[method-assign]
+    report = rec.run_pass()
+    # nothing was written after the pause but the Lease's release
+    assert writes_before_pause and len([w for w in api.writes if w[1] != "leases"]) == writes_before_pause[0]
+    assert api.events == []
+    assert report.lease_lost and not report.settled
+    assert any("stopped writing" in warning for warning in report.warnings)
+
+
+def test_a_renewal_that_keeps_meeting_conflicts_gives_up() -> None:
+    api = FakeApi()
+    lease = Lease(api, "l", NS, "a", 30, clock=lambda: api.now)  # type: ignore[arg-type]
+    assert lease.try_acquire()
+    api.conflicts[("leases", "l")] = 1_000
+    assert not lease.renew() and not lease.held
+    assert api.conflicts[("leases", "l")] == 1_000 - 3
+
+
+def test_until_settled_rides_out_an_unreachable_api_and_gives_the_lease_up_when_it_is_back(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    rec = reconciler(api)
+    outage = {"lists": 3}
+    original = api.list
+
+    def flaky_list(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        if res is NODE_MAINTENANCES and outage["lists"] > 0:
+            outage["lists"] -= 1
+            raise errors.Unreachable("connection refused", None, {})
+        return original(res, namespace, **kw)
+
+    api.list = flaky_list  # type: ignore[method-assign]
+    reports, settled = reconcile_until_settled(rec, timeout=60, interval=0.01)
+    assert settled and len(reports) == 4 and not reports[-1].errors
+    assert [r.errors[0]["reason"] for r in reports[:3]] == ["unreachable"] * 3
+    lease = api.obj(LEASES, "nodeops-maintenance-reconcile")
+    assert lease is not None and lease["spec"]["holderIdentity"] is None  # given up after every pass
+
+
+def test_until_settled_does_not_hide_a_permanent_error(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+
+    def forbidden(*args: Any, **kw: Any) -> dict[str, Any]:
+        raise errors.Forbidden("no list of nodemaintenances", 403, {})
+
+    api.list = forbidden  # type: ignore[method-assign]
+    with pytest.raises(errors.Forbidden):
+        reconcile_until_settled(reconciler(api), timeout=60, interval=0.01)

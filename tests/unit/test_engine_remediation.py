@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -12,14 +13,19 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediati
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import RemediationManager
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound, UIDMismatch
 
 UTC = timezone.utc  # noqa: UP017
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
 
 
 class FakeClient:
-    """Objects by (plural, namespace, name); records every write."""
+    """Objects by (plural, namespace, name); records every write.
+
+    A pod deletion acts on the pod that has the name now, as the API server does: one that carries a UID is
+    refused with 409 when that pod has another UID (the precondition), one without deletes whatever pod has the
+    name. ``after_pod_list`` runs after each list of pods: what happens between the list and the deletions.
+    """
 
     def __init__(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
         self.store: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -27,6 +33,7 @@ class FakeClient:
             meta = obj["metadata"]
             self.store[(plural, meta.get("namespace", ""), meta["name"])] = obj
         self.writes: list[tuple[str, str, str]] = []
+        self.after_pod_list: list[Callable[[], None]] = []
 
     def server_version(self) -> dict[str, Any]:
         return {"gitVersion": "v1.36.3"}
@@ -45,6 +52,11 @@ class FakeClient:
         ]
         if label_selector:
             items = [o for o in items if label_selector in (o["metadata"].get("labels") or {})]
+        node = (_.get("field_selector") or "").removeprefix("spec.nodeName=")
+        if res.plural == "pods" and node:
+            items = [o for o in items if o["spec"].get("nodeName") == node]
+            while self.after_pod_list:
+                self.after_pod_list.pop(0)()
         return {"items": items}
 
     def replace(self, res: Resource, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
@@ -56,9 +68,17 @@ class FakeClient:
         self.writes.append(("replace" + (f"/{subresource}" if subresource else ""), res.plural, meta["name"]))
         return copy.deepcopy(body)
 
-    def delete_pod(self, name: str, namespace: str, grace_period: int | None = None) -> None:
-        self.store.pop(("pods", namespace, name))
-        self.writes.append(("delete", "pods", name))
+    # grace_period may come by position, as older callers sent it
+    def delete_pod(self, name: str, namespace: str, grace_period: int | None = None, *, uid: str | None = None) -> None:
+        self.writes.append(("delete", "pods", f"{name} uid={uid}"))
+        key = ("pods", namespace, name)
+        if key not in self.store:
+            raise NotFound(f"pods {name} not found", 404)
+        current = self.store[key]["metadata"]["uid"]
+        if uid is not None and uid != current:
+            message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current}"
+            raise UIDMismatch(message, 409, {"message": message})
+        del self.store[key]
 
     def delete(self, res: Resource, name: str, namespace: str | None = None, **_: Any) -> None:
         self.store.pop((res.plural, namespace or "", name))
@@ -92,7 +112,7 @@ def objects() -> list[tuple[str, dict[str, Any]]]:
             "selfnoderemediations",
             {"metadata": {"name": "w1", "namespace": "ops"}, "spec": {"remediationStrategy": "ResourceDeletion"}},
         ),
-        ("pods", {"metadata": {"name": "db-0", "namespace": "app"}, "spec": {"nodeName": "w1"}}),
+        ("pods", {"metadata": {"name": "db-0", "namespace": "app", "uid": "u-db-0"}, "spec": {"nodeName": "w1"}}),
         ("volumeattachments", {"metadata": {"name": "va-1"}, "spec": {"nodeName": "w1"}}),
     ]
 
@@ -125,7 +145,9 @@ def test_a_pass_fences_then_a_later_one_recovers() -> None:
     [done] = manager.run("ops", None, wait_timeout=0)
     assert done.phase == "Fencing-Completed"
     assert done.pods_deleted == ["app/db-0"] and done.attachments_deleted == ["va-1"]
+    assert done.pods_already_gone == []
     assert ("pods", "app", "db-0") not in fake.store
+    assert ("delete", "pods", "db-0 uid=u-db-0") in fake.writes, "the deletion carries the UID listed"
 
     snr = fake.store[("selfnoderemediations", "ops", "w1")]
     snr["metadata"]["deletionTimestamp"] = "2026-01-02T03:10:00Z"
@@ -170,3 +192,40 @@ def test_objects_outside_the_config_namespace_are_ignored() -> None:
     assert [(o.namespace, o.name) for o in outcomes] == [("ops", "w1")]
     assert manager.ignored == {"team-a/w1"}
     assert "status" not in fake.store[("selfnoderemediations", "team-a", "w1")]
+
+
+def rebooted(fake: FakeClient) -> RemediationManager:
+    """A manager whose next pass finds the object past its safe time (Reboot-Completed): it deletes the pods."""
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    manager.run("ops", None, wait_timeout=0)
+    manager.now = lambda: T0 + timedelta(seconds=130)
+    return manager
+
+
+def test_a_pod_replaced_between_the_list_and_the_deletion_is_left_alone() -> None:
+    fake = FakeClient(objects())
+    manager = rebooted(fake)
+    new = {"metadata": {"name": "db-0", "namespace": "app", "uid": "u-new"}, "spec": {"nodeName": "w2"}}
+
+    def replace() -> None:  # someone deleted db-0 and its StatefulSet re-created it on the healthy node w2
+        fake.store[("pods", "app", "db-0")] = new
+
+    fake.after_pod_list.append(replace)
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert fake.store.get(("pods", "app", "db-0")) is new, "the new pod on a healthy node was deleted"
+    assert [w for w in fake.writes if w[:2] == ("delete", "pods")] == [("delete", "pods", "db-0 uid=u-db-0")]
+    assert outcome.pods_deleted == [] and outcome.pods_already_gone == ["app/db-0"]
+    assert outcome.phase == "Fencing-Completed"  # the later steps list w1's pods again: none left
+    # a second run (another pass, as a second run at once would) does not touch the new pod either
+    [again] = manager.run("ops", None, wait_timeout=0)
+    assert fake.store.get(("pods", "app", "db-0")) is new and again.pods_deleted == []
+
+
+def test_a_pod_deleted_between_the_list_and_the_deletion_is_not_reported_as_deleted() -> None:
+    fake = FakeClient(objects())
+    manager = rebooted(fake)
+    fake.after_pod_list.append(lambda: fake.store.pop(("pods", "app", "db-0")))
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert outcome.pods_deleted == [] and outcome.pods_already_gone == ["app/db-0"]
+    assert outcome.as_dict()["pods_already_gone"] == ["app/db-0"]
+    assert ["app/db-0"] in [s["pods_to_delete"] for s in outcome.steps]  # the step as planned, readable

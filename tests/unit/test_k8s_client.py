@@ -157,8 +157,12 @@ def test_unreachable_api_says_so() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     client = Client(load_configuration(empty_params() | {"host": f"https://127.0.0.1:{port}", "api_key": "t"}))
-    with pytest.raises(errors.Unreachable, match=f"Cannot reach the Kubernetes API at https://127.0.0.1:{port}"):
+    with (
+        client.retrying_until(0.0),  # a deadline already past: no second attempt
+        pytest.raises(errors.Unreachable, match=f"Cannot reach the Kubernetes API at https://127.0.0.1:{port}"),
+    ):
         client.server_version()
+    assert client.retried == 0
 
 
 def test_resource_paths() -> None:

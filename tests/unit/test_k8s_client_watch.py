@@ -6,6 +6,7 @@ A small HTTP server on loopback plays the API server, so the real urllib3 code p
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
+    NODES,
     PDBS,
     PODS,
     Client,
@@ -113,17 +115,24 @@ def pod(name: str, version: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": version}}
 
 
-def test_evict_posts_a_policy_v1_eviction(fake: Callable[[Handler], FakeApi]) -> None:
+def test_evict_posts_a_policy_v1_eviction_with_the_uid_precondition(fake: Callable[[Handler], FakeApi]) -> None:
     api = fake(lambda req, path, query, body: reply(req, 201, {"kind": "Status", "status": "Success"}))
     client = api.client()
-    client.evict("p1", "ns")
-    client.evict("p2", "ns", grace_period=0, dry_run=True)
+    client.evict("p1", "ns", uid="u-1")
+    client.evict("p2", "ns", uid="u-2", grace_period=0, dry_run=True)
     (m1, path1, q1, body1), second = api.requests
     q2, body2 = second[2], second[3]
     assert (m1, path1, q1) == ("POST", "/api/v1/namespaces/ns/pods/p1/eviction", {})
-    assert body1 == {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p1", "namespace": "ns"}}
+    assert body1 == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "p1", "namespace": "ns"},
+        "deleteOptions": {"preconditions": {"uid": "u-1"}},
+    }
     assert q2 == {"dryRun": ["All"]}
-    assert body2["deleteOptions"] == {"gracePeriodSeconds": 0}
+    assert body2["deleteOptions"] == {"preconditions": {"uid": "u-2"}, "gracePeriodSeconds": 0}
+    with pytest.raises(ValueError, match="UID of the pod decided on is required"):
+        client.evict("p3", "ns", uid="")
 
 
 def test_eviction_refusal_and_gone_pod_are_typed(fake: Callable[[Handler], FakeApi]) -> None:
@@ -135,20 +144,58 @@ def test_eviction_refusal_and_gone_pod_are_typed(fake: Callable[[Handler], FakeA
 
     client = fake(handler).client()
     with pytest.raises(errors.TooManyRequests) as refused:
-        client.evict("blocked", "ns")
+        client.evict("blocked", "ns", uid="u")
     assert refused.value.body["message"] == "Cannot evict pod"
     with pytest.raises(errors.NotFound, match="evict pod ns/gone"):
-        client.evict("gone", "ns")
+        client.evict("gone", "ns", uid="u")
 
 
-def test_delete_pod_grace_period(fake: Callable[[Handler], FakeApi]) -> None:
+def test_delete_pod_sends_its_options_and_the_uid_precondition_in_the_body(fake: Callable[[Handler], FakeApi]) -> None:
+    # with a body the API server ignores the query's options, so all of them are in the body
     api = fake(lambda req, path, query, body: reply(req, 200, {}))
-    api.client().delete_pod("p", "ns", grace_period=0)
-    api.client().delete_pod("p", "ns")
-    assert [r[:3] for r in api.requests] == [
-        ("DELETE", "/api/v1/namespaces/ns/pods/p", {"gracePeriodSeconds": ["0"]}),
-        ("DELETE", "/api/v1/namespaces/ns/pods/p", {}),
+    api.client().delete_pod("p", "ns", uid="u-1", grace_period=0)
+    api.client().delete_pod("p", "ns", uid="u-1", dry_run=True)
+    base = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "u-1"}}
+    assert api.requests == [
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", {}, {**base, "gracePeriodSeconds": 0}),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", {}, {**base, "dryRun": ["All"]}),
     ]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # DELETE (the storage layer's precondition check)
+        'Operation cannot be fulfilled on pods "db-0": Precondition failed: UID in precondition: u-1, '
+        "UID in object meta: u-2",
+        # the eviction subresource
+        'Operation cannot be fulfilled on Pod "db-0": the UID in the precondition (u-1) does not match the UID in '
+        "record (u-2). The object might have been deleted and then recreated",
+    ],
+)
+def test_a_failed_uid_precondition_is_told_apart_from_other_conflicts_and_from_not_found(
+    fake: Callable[[Handler], FakeApi], message: str
+) -> None:
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        if "/other" in path:
+            reply(req, 409, {"reason": "Conflict", "message": "the object has been modified"})
+        elif "/gone" in path:
+            reply(req, 404, {"reason": "NotFound", "details": {"name": "gone", "kind": "pods"}})
+        else:
+            reply(req, 409, {"reason": "Conflict", "message": message, "details": {"name": "db-0", "kind": "pods"}})
+
+    client = fake(handler).client()
+    for call in (client.evict, client.delete_pod):
+        with pytest.raises(errors.UIDMismatch, match="not the one the call was decided on") as replaced:
+            call("db-0", "ns", uid="u-1")
+        assert isinstance(replaced.value, errors.OBJECT_GONE) and isinstance(replaced.value, errors.Conflict)
+        assert replaced.value.status == 409 and replaced.value.reason == "uid_mismatch"
+        with pytest.raises(errors.NotFound) as gone:
+            call("gone", "ns", uid="u-1")
+        assert isinstance(gone.value, errors.OBJECT_GONE) and not isinstance(gone.value, errors.UIDMismatch)
+        with pytest.raises(errors.Conflict) as other:
+            call("other", "ns", uid="u-1")
+        assert not isinstance(other.value, errors.OBJECT_GONE)
 
 
 def test_watch_skips_bookmarks_resumes_and_relists_on_410(fake: Callable[[Handler], FakeApi]) -> None:
@@ -236,3 +283,53 @@ def test_parallel_calls_share_the_pool(fake: Callable[[Handler], FakeApi]) -> No
     assert all(r["items"] == [] for r in results)
     assert not broken, "8 calls were never in flight at once"
     assert peak == 8, "the pool allows as many calls in flight as it has connections"
+
+
+# -- transient failures are retried in the client layer, within the operation's deadline ---------------------
+def test_transient_answers_and_dropped_connections_are_retried(fake: Callable[[Handler], FakeApi]) -> None:
+    script = ["reset", 503, 429, "ok"]
+
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        step = script.pop(0)
+        if step == "reset":  # the server goes away mid-request (a restart)
+            req.close_connection = True
+            req.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if step == 429:
+            req.send_response(429)
+            req.send_header("Retry-After", "0")
+            req.send_header("Content-Length", "2")
+            req.end_headers()
+            req.wfile.write(b"{}")
+            return
+        reply(req, 200 if step == "ok" else int(step), {"metadata": {"name": "n1"}} if step == "ok" else {})
+
+    api = fake(handler)
+    client = api.client()
+    with client.retrying_until(time.monotonic() + 120):
+        assert client.get(NODES, "n1")["metadata"]["name"] == "n1"
+    assert client.retried == 3 and script == []
+
+
+def test_a_transient_failure_past_the_deadline_is_raised_and_a_definite_answer_at_once(
+    fake: Callable[[Handler], FakeApi],
+) -> None:
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        if path.endswith("/n1"):
+            reply(req, 503, {"message": "restarting"})
+        elif path.endswith("/eviction"):
+            reply(req, 429, {"message": "Cannot evict pod as it would violate the pod's disruption budget."})
+        else:
+            reply(req, 404, {"message": "not found", "details": {"name": "n2"}})
+
+    api = fake(handler)
+    client = api.client()
+    with client.retrying_until(time.monotonic()), pytest.raises(errors.K8sError, match="HTTP 503"):
+        client.get(NODES, "n1")
+    with client.retrying_until(time.monotonic() + 120):
+        with pytest.raises(errors.NotFound):
+            client.get(NODES, "n2")
+        # a PodDisruptionBudget's 429 is the eviction's answer, left to the drain
+        with pytest.raises(errors.TooManyRequests):
+            client.evict("p", "ns", uid="u1")
+    assert client.retried == 0

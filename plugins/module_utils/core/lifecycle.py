@@ -8,10 +8,21 @@ a drain pass). :func:`next_step` returns one :class:`Step`; the engine applies i
 run killed between two writes continues correctly:
 
 1. ``delete`` (garbage collection) - the object gets its deletionTimestamp, then the deletion path runs;
-2. uncordon the Node (before the finalizer that guards the clean-up goes);
+2. uncordon the Node (before the finalizer that guards the clean-up goes), or only remove our
+   ``cordoned-by`` marker from it;
 3. metadata: finalizer, owner reference, annotations;
 4. cordon the Node (after its initial state is recorded in the annotation);
 5. status: the Ready condition (``phase``) and ``status`` fields, then the events.
+
+The steps that decide about the Node (Cordon, and the release of a request being deleted) are computed on
+a Node the engine has just read, and the engine writes the Node conditionally (its resourceVersion): when
+the Node changed meanwhile, the engine reads it again and asks for the step again.
+
+Who lifts a cordon: the release uncordons only a Node that this request cordoned and that nobody has
+cordoned since (:func:`should_uncordon`): the initial state it recorded is "false", the Node's
+``maintenance.nodeops.io/cordoned-by`` marker still names this request, and the engine's field manager still
+owns ``spec.unschedulable`` (``core/cordon.py``). Any other cordoned Node is left cordoned, and the release
+says so (:data:`EVENT_LEFT_CORDONED`).
 
 The engine calls :func:`next_step` again on the updated object until a step changes nothing
 (``Step.idle``) or needs I/O (``Step.need``) it did not do in this pass.
@@ -28,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import cordon as _cordon_core
 from . import rfc3339 as _rfc3339
 from .scheduler import FINALIZER, INITIAL_UNSCHEDULABLE_ANNOTATION
 
@@ -62,6 +74,9 @@ CONDITION_REQUESTOR_FAILED = "RequestorFailed"
 EVENT_CONDITION_CHANGED = "ConditionChanged"
 EVENT_EVICTION_BLOCKED = "EvictionBlocked"
 EVENT_DRAIN_TIMEOUT = "DrainTimeout"
+# Ours: the release gives the node back but leaves it cordoned (someone else's cordon); Warning when the node
+# was cordoned again by someone else during the maintenance, Normal when it was cordoned before.
+EVENT_LEFT_CORDONED = "NodeLeftCordoned"
 
 NEED_PODS = "pods"  # list the node's pods that match waitForPodCompletion.podSelector
 NEED_DRAIN = "drain"  # run a drain pass
@@ -106,7 +121,9 @@ class Step:
     finalizer: bool | None = None  # True: add ours, False: remove ours
     owner: bool = False  # add an ownerReference to the Node
     annotations: dict[str, str | None] = field(default_factory=dict)  # None removes the key
-    unschedulable: bool | None = None  # True: cordon the node, False: uncordon it
+    unschedulable: bool | None = None  # True: cordon the node (with our marker), False: uncordon it (marker goes)
+    forget_claim: bool = False  # remove our cordoned-by marker from the node, leave spec.unschedulable alone
+    left_cordoned: str = ""  # the release leaves the node cordoned: why
     status: dict[str, Any] = field(default_factory=dict)  # status fields other than conditions; None removes
     events: list[Event] = field(default_factory=list)
     delete: bool = False  # garbage collection: delete the object
@@ -122,6 +139,7 @@ class Step:
             or self.owner
             or self.annotations
             or self.unschedulable is not None
+            or self.forget_claim
             or self.status
             or self.events
             or self.delete
@@ -145,6 +163,7 @@ class NodeMaintenanceView:
     wait_spec: Mapping[str, Any] | None
     drain_spec: Mapping[str, Any] | None
     status: Mapping[str, Any]
+    claim: str = ""  # the value of our cordoned-by marker for this request
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeMaintenanceView:
@@ -173,6 +192,7 @@ class NodeMaintenanceView:
             wait_spec=spec.get("waitForPodCompletion"),
             drain_spec=spec.get("drainSpec"),
             status=status,
+            claim=claim_of(obj),
         )
 
 
@@ -192,9 +212,62 @@ def node_unschedulable(node: Mapping[str, Any]) -> bool:
     return bool((node.get("spec") or {}).get("unschedulable"))
 
 
+def claim_of(obj: Mapping[str, Any]) -> str:
+    """The cordoned-by marker a NodeMaintenance writes on the node it cordons."""
+    meta = obj.get("metadata") or {}
+    return _cordon_core.claim(
+        "NodeMaintenance", meta.get("namespace") or "default", str(meta.get("name") or ""), meta.get("uid")
+    )
+
+
+def decides_on_node(obj: Mapping[str, Any]) -> bool:
+    """Whether the next step of ``obj`` is decided on its node's current state (the engine reads it first)."""
+    nm = NodeMaintenanceView.from_dict(obj)
+    if nm.deleting:
+        return nm.finalizer
+    return nm.phase == PHASE_CORDON
+
+
+def cordoned_by_us(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> bool:
+    """The node is cordoned by this request, and nobody has cordoned it since (``core/cordon.py``)."""
+    return _cordon_core.cordoned_by_claim(node, nm.claim)
+
+
 def should_uncordon(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> bool:
-    """Upstream's rule: we cordon only with spec.cordon, and only a node that was schedulable before."""
-    return nm.cordon and nm.annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION) == "false" and node_unschedulable(node)
+    """Upstream's rule (spec.cordon, and the node was schedulable before), and the cordon is still ours."""
+    return (
+        nm.cordon
+        and nm.annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION) == "false"
+        and node_unschedulable(node)
+        and cordoned_by_us(nm, node)
+    )
+
+
+def left_cordoned(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> Event | None:
+    """Why a release that does not uncordon leaves a cordoned node cordoned (None: nothing to say)."""
+    if not nm.cordon or not node_unschedulable(node):
+        return None
+    name = nm.node_name
+    if nm.annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION) != "false":
+        return Event(EVENT_LEFT_CORDONED, f"node {name} was cordoned before this maintenance; it stays cordoned")
+    owners = _cordon_core.unschedulable_owners(node)
+    marker = _cordon_core.cordoned_by(node)
+    clues = []
+    if owners:
+        clues.append("spec.unschedulable set by " + ", ".join(owners))
+    if marker != nm.claim:
+        clues.append(f"marker {_cordon_core.CORDONED_BY_ANNOTATION}=" + (repr(marker) if marker else "(none)"))
+    if not clues:
+        message = (
+            f"node {name}: its cordon can no longer be shown to be this maintenance's (no owner of "
+            "spec.unschedulable in its managedFields); it stays cordoned"
+        )
+    else:
+        message = (
+            f"node {name} was cordoned again by someone else during this maintenance ({'; '.join(clues)}); "
+            "it stays cordoned"
+        )
+    return Event(EVENT_LEFT_CORDONED, message, "Warning")
 
 
 def condition(phase: str, generation: int | None, now: float, previous: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -291,18 +364,31 @@ def _deletion(nm: NodeMaintenanceView, node: Mapping[str, Any] | None) -> Step:
     if should_uncordon(nm, node):
         step.unschedulable = False
         step.annotations[INITIAL_UNSCHEDULABLE_ANNOTATION] = None
+        return step
+    step.forget_claim = _cordon_core.cordoned_by(node) == nm.claim
+    event = left_cordoned(nm, node)
+    if event is not None:
+        step.left_cordoned = event.message
+        step.events.append(event)
     return step
 
 
 def _cordon(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> Step:
+    """Record the node's initial state and cordon it, decided on the node as it is now.
+
+    A schedulable node is cordoned (with our marker) and recorded "false", also when an earlier look had
+    recorded "true" (upstream would go on without a cordon); a node cordoned by us (a pass stopped after the
+    cordon) keeps "false"; a node cordoned by anyone else is recorded "true" and never uncordoned by us.
+    """
     step = _to(PHASE_WAIT)
     if nm.cordon:
-        initial = nm.annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION)
-        if initial not in ("true", "false"):
-            initial = "true" if node_unschedulable(node) else "false"
-            step.annotations[INITIAL_UNSCHEDULABLE_ANNOTATION] = initial
-        if initial == "false" and not node_unschedulable(node):
+        if not node_unschedulable(node):
+            initial = "false"
             step.unschedulable = True
+        else:
+            initial = "false" if cordoned_by_us(nm, node) else "true"
+        if nm.annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION) != initial:
+            step.annotations[INITIAL_UNSCHEDULABLE_ANNOTATION] = initial
     return step
 
 

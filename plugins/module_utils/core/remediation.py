@@ -26,7 +26,8 @@ deletes the node's VolumeAttachments; OutOfServiceTaint force-deletes the pods t
 (Terminating ones, as the pod garbage collector does for an out-of-service node) and deletes the
 VolumeAttachments that remain once no pod is left on the node (all only after the safe time); the
 out-of-service taint is removed once the node is Ready again (or the object is deleted), not as soon
-as the pods are gone.
+as the pods are gone. A pod to delete is named with the UID it was listed with, and deleted only while
+the pod of that name is still that one: a pod re-created under the same name elsewhere is never deleted.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ class Step:
     reason: str
     add_finalizer: bool = False
     taints_to_add: list[dict[str, Any]] = field(default_factory=list)
-    pods_to_delete: list[tuple[str, str]] = field(default_factory=list)  # (namespace, name)
+    # (namespace, name, uid): deleted only while the pod of that name is still the one listed (UID precondition)
+    pods_to_delete: list[tuple[str, str, str]] = field(default_factory=list)
     attachments_to_delete: list[str] = field(default_factory=list)
     taints_to_remove: list[str] = field(default_factory=list)  # keys
     remove_finalizer: bool = False
@@ -130,7 +132,7 @@ class Step:
             "reason": self.reason,
             "add_finalizer": self.add_finalizer,
             "taints_to_add": [t["key"] for t in self.taints_to_add],
-            "pods_to_delete": [f"{ns}/{name}" for ns, name in self.pods_to_delete],
+            "pods_to_delete": [f"{ns}/{name}" for ns, name, _uid in self.pods_to_delete],
             "attachments_to_delete": list(self.attachments_to_delete),
             "taints_to_remove": list(self.taints_to_remove),
             "remove_finalizer": self.remove_finalizer,
@@ -142,6 +144,11 @@ class Step:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
+
+
+def _pod_ref(pod: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = _meta(pod)
+    return (str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid") or ""))
 
 
 def _taint_keys(node: Mapping[str, Any]) -> set[str]:
@@ -359,7 +366,7 @@ def plan_step(
         live = list(pods)
         terminating = [p for p in live if _meta(p).get("deletionTimestamp")]
         if strategy == RESOURCE_DELETION:
-            step.pods_to_delete = [(str(_meta(p).get("namespace")), str(_meta(p).get("name"))) for p in live]
+            step.pods_to_delete = [_pod_ref(p) for p in live]
             step.attachments_to_delete = [str(_meta(a).get("name")) for a in attachments]
             step.reason = f"ResourceDeletion: {len(live)} pod(s), {len(attachments)} VolumeAttachment(s) left"
             if step.pods_to_delete or step.attachments_to_delete:
@@ -373,7 +380,7 @@ def plan_step(
             else:
                 # Pods the taint evicted: finish them now, as the pod garbage collector does for an
                 # out-of-service node (without waiting for its 20 s period); the node is fenced.
-                step.pods_to_delete = [(str(_meta(p).get("namespace")), str(_meta(p).get("name"))) for p in terminating]
+                step.pods_to_delete = [_pod_ref(p) for p in terminating]
                 if not live:
                     step.attachments_to_delete = [str(_meta(a).get("name")) for a in attachments]
             step.reason = (

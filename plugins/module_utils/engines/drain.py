@@ -14,11 +14,17 @@ Two entry points:
   gone, the pass ends (``until``) or the drain's deadline passes. A later pass starts from the
   objects' state: terminating pods are waited for, not evicted again.
 
+Every eviction and deletion carries the UID of the pod that was planned (a UID precondition), and a
+pod counts as gone once no pod with its UID is left: a pod of the same name with another UID (a
+StatefulSet's replacement, maybe on another node) is a new pod, which the drain never touches. A
+worker stops as soon as its pod is gone.
+
 Progress (the NodeMaintenance ``status.drain`` numbers) goes to an optional callback on every change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -30,7 +36,7 @@ from typing import Any
 from ..core import drain as core
 from ..core.cordon import CORDONED, UNCORDONED, cordon_patch, is_cordoned
 from ..k8s.client import DAEMONSETS, NODES, PDBS, PODS, Client, Watch
-from ..k8s.errors import K8sError, NotFound, TooManyRequests
+from ..k8s.errors import OBJECT_GONE, K8sError, NotFound, TooManyRequests
 
 ProgressCallback = Callable[[core.DrainProgress], None]
 # Extra connections beyond the eviction workers: the watch, and the main thread's own calls.
@@ -88,8 +94,9 @@ class _Target:
     outcome: core.PodOutcome
     requested: str = ""  # EVICTED or DELETED once the API accepted it (set by the worker)
     bypassed: bool = False  # deleted because bypass_pdb_after passed (set by the worker)
-    gone: bool = False
+    gone: bool = False  # no pod with the planned UID is left (set by the main loop)
     final: bool = False  # the worker gave up (blocked at the deadline, or an error)
+    wake: threading.Event = field(default_factory=threading.Event)  # ends the worker's wait between attempts
 
 
 class DrainPass:
@@ -144,8 +151,17 @@ class DrainPass:
         return pods, plans, version, total
 
     # -- the pass --------------------------------------------------------------------------------
+    def _retrying(self) -> contextlib.AbstractContextManager[None]:
+        """This thread's API calls retry transient failures (an API server restart) until the pass ends."""
+        return self.client.retrying_until(time.monotonic() + max(0.0, self._end - self.clock()))
+
     def run(self, until: float | None = None) -> PassResult:
         """Plan, evict and wait until the pods are gone, ``until`` or the deadline (whichever is first)."""
+        self._end = self.deadline if until is None else min(until, self.deadline)
+        with self._retrying():
+            return self._run(until)
+
+    def _run(self, until: float | None) -> PassResult:
         pods, plans, version, total = self.plan()
         for p in plans:
             if p.warning and p.action == core.EVICT:
@@ -180,15 +196,15 @@ class DrainPass:
         evict = [t for t in targets.values() if t.plan.action == core.EVICT]
 
         def one(t: _Target) -> None:
-            ns, name = t.plan.namespace, t.plan.name
+            ns, name, uid, grace = t.plan.namespace, t.plan.name, t.plan.uid, self.options.grace_period
             try:
                 if self.options.disable_eviction:
-                    self.client.delete_pod(name, ns, self.options.grace_period, dry_run=True)
+                    self.client.delete_pod(name, ns, uid=uid, grace_period=grace, dry_run=True)
                     t.outcome.action = core.DELETED
                 else:
-                    self.client.evict(name, ns, self.options.grace_period, dry_run=True)
+                    self.client.evict(name, ns, uid=uid, grace_period=grace, dry_run=True)
                     t.outcome.action = core.EVICTED
-            except NotFound:
+            except OBJECT_GONE:
                 t.outcome.action = core.GONE
             except TooManyRequests as exc:
                 t.outcome.action = core.BLOCKED
@@ -216,28 +232,42 @@ class DrainPass:
         return core.pdbs_for_pod(pod, pdbs)
 
     def _worker(self, t: _Target, pod: Mapping[str, Any]) -> None:
-        """Evict (or delete) one pod, retrying PDB refusals until the pass ends."""
-        ns, name, grace = t.plan.namespace, t.plan.name, self.options.grace_period
+        """Evict (or delete) one pod, retrying PDB refusals until the pass ends.
+
+        Every call carries the planned pod's UID. The worker stops, counting the pod as gone, as soon as
+        that pod is gone: the API answers 404, or 409 on the UID precondition (another pod has its name
+        now); the main loop saw it go (the watch or a re-list; ``t.gone``, which also ends the wait
+        between attempts); or the read before a retry finds no pod, or another one, under its name.
+        So nothing is ever sent for a pod created under the same name since the plan.
+        """
+        with self._retrying():
+            self._attempt(t, pod)
+
+    def _attempt(self, t: _Target, pod: Mapping[str, Any]) -> None:
+        ns, name, uid, grace = t.plan.namespace, t.plan.name, t.plan.uid, self.options.grace_period
         attempt = 0
         last: TooManyRequests | None = None
         while not self._stop.is_set():
+            if t.gone or (attempt and not self._still_there(t)):
+                self._events.put(("gone", t))
+                return
             now = self.clock()
             delete = self.options.disable_eviction or (
                 last is not None and core.bypass_due(self.started_at, now, self.options.bypass_pdb_after)
             )
             try:
                 if delete:
-                    self.client.delete_pod(name, ns, grace)
+                    self.client.delete_pod(name, ns, uid=uid, grace_period=grace)
                     t.requested = core.DELETED
                 else:
-                    self.client.evict(name, ns, grace)
+                    self.client.evict(name, ns, uid=uid, grace_period=grace)
                     t.requested = core.EVICTED
                 t.bypassed = delete and last is not None
                 # the watch may report the pod gone before this message arrives
                 self._events.put(("requested", t))
                 return
-            except NotFound:
-                self._events.put(("notfound", t))
+            except OBJECT_GONE:  # deleted, or replaced by a new pod of the same name (left alone)
+                self._events.put(("gone", t))
                 return
             except TooManyRequests as exc:
                 last = exc
@@ -253,11 +283,26 @@ class DrainPass:
                 delay = min(core.retry_delay(attempt), self._end - now)
                 if self.options.bypass_pdb_after is not None:
                     delay = min(delay, max(0.0, self.started_at + self.options.bypass_pdb_after - now))
-                self._stop.wait(delay)
+                self._pause(t, delay)
             except K8sError as exc:
                 self._events.put(("failed", (t, exc.msg)))
                 return
         self._events.put(("blocked" if last is not None else "stopped", t))
+
+    def _pause(self, t: _Target, delay: float) -> None:
+        """Wait ``delay`` seconds before the next attempt; ends early when the pod is gone or the pass stops."""
+        t.wake.wait(delay)
+
+    def _still_there(self, t: _Target) -> bool:
+        """Whether the planned pod (its UID) is still there, read before a retry. A failed read counts as
+        there: the next call's UID precondition still keeps a new pod of the same name safe."""
+        try:
+            current = self.client.get(PODS, t.plan.name, t.plan.namespace)
+        except NotFound:
+            return False
+        except K8sError:
+            return True
+        return core.pod_uid(current) == t.plan.uid
 
     def _watcher(self, watch: Watch) -> None:
         try:
@@ -298,6 +343,7 @@ class DrainPass:
             if t.gone:
                 return
             t.gone = True
+            t.wake.set()  # its worker, if waiting to retry, stops now
             t.outcome.seconds = self.clock() - self.started_at
             t.outcome.action = t.requested or core.GONE
             t.outcome.error = ""
@@ -330,7 +376,7 @@ class DrainPass:
                     if not data.gone:
                         data.outcome.action = core.TERMINATING
                         data.outcome.reason = ""
-                elif kind == "notfound":
+                elif kind == "gone":  # the worker found its pod gone or replaced
                     in_flight -= 1
                     mark_gone(data)
                 elif kind == "refused":
@@ -354,6 +400,8 @@ class DrainPass:
                     self._relist(targets, mark_gone)
         finally:
             self._stop.set()
+            for t in targets.values():
+                t.wake.set()
             if self._watch is not None:
                 self._watch.stop()
             if pool is not None:

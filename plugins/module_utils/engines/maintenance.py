@@ -14,8 +14,12 @@ One pass (:meth:`Reconciler.run_pass`):
 5. gives the Lease back.
 
 Every write is conditional (the object's resourceVersion); on Conflict the object is read again and its
-step computed again. Events: ``ConditionChanged`` (message = the new reason) on every Ready reason change,
-Warning ``EvictionBlocked`` / ``DrainTimeout`` for a drain that does not get on.
+step computed again. That holds for the Node too: the steps that decide about it (Cordon, a release) are
+computed on a Node read just before, and its cordon, uncordon or marker removal is a merge patch carrying that
+Node's resourceVersion, under the field manager ``core.cordon.ENGINE_FIELD_MANAGER``. Events:
+``ConditionChanged`` (message = the new reason) on every Ready reason change, Warning ``EvictionBlocked`` /
+``DrainTimeout`` for a drain that does not get on, ``NodeLeftCordoned`` for a release that leaves its node
+cordoned because the cordon is not (or no longer) this request's.
 """
 
 from __future__ import annotations
@@ -26,11 +30,19 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..core import drain as core_drain
 from ..core import lifecycle as lc
-from ..core.cordon import CORDONED, UNCORDONED, cordon_patch
+from ..core.cordon import (
+    CORDONED,
+    CORDONED_BY_ANNOTATION,
+    ENGINE_FIELD_MANAGER,
+    UNCORDONED,
+    cordon_patch,
+    metadata_patch,
+    resource_version,
+)
 from ..core.scheduler import (
     FINALIZER,
     SchedulerConfig,
@@ -40,8 +52,8 @@ from ..core.scheduler import (
     schedule,
 )
 from ..k8s.client import MAINTENANCE_CONFIGS, NODE_MAINTENANCES, NODES, PODS, Client
-from ..k8s.errors import Conflict, K8sError, NotFound
-from ..k8s.lease import Lease
+from ..k8s.errors import Conflict, K8sError, NotFound, TooManyRequests, Unreachable
+from ..k8s.lease import GuardedClient, Lease, LeaseLost
 from .drain import DrainOptions, DrainPass
 
 DEFAULT_CONFIG = "default"
@@ -52,6 +64,10 @@ COMPONENT = "nodeops-maintenance"
 
 class ReconcileError(Exception):
     """The pass cannot run (bad config, missing CRDs, no namespace for the Lease)."""
+
+
+class NodeGone(Conflict):
+    """The Node went away between its read and a write to it: read again and decide again, as for a Conflict."""
 
 
 @dataclass
@@ -78,6 +94,7 @@ class PassReport:
     scheduled: list[str] = field(default_factory=list)
     advanced: list[dict[str, Any]] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
+    left_cordoned: list[dict[str, Any]] = field(default_factory=list)
     collected: list[str] = field(default_factory=list)
     waiting: list[dict[str, Any]] = field(default_factory=list)
     plan: dict[str, Any] = field(default_factory=dict)
@@ -87,6 +104,7 @@ class PassReport:
     requests: list[dict[str, Any]] = field(default_factory=list)
     settled: bool = False
     writes: int = 0
+    lease_lost: bool = False
 
     @property
     def changed(self) -> bool:
@@ -99,6 +117,7 @@ class PassReport:
             "scheduled": self.scheduled,
             "advanced": self.advanced,
             "released": self.released,
+            "left_cordoned": self.left_cordoned,
             "collected": self.collected,
             "waiting": self.waiting,
             "plan": self.plan,
@@ -106,6 +125,7 @@ class PassReport:
             "errors": self.errors,
             "requests": self.requests,
             "settled": self.settled,
+            "lease_lost": self.lease_lost,
         }
 
 
@@ -150,7 +170,6 @@ class Reconciler:
     """Reconcile passes over the NodeMaintenances; ``clock`` is wall time (the annotations hold wall times)."""
 
     def __init__(self, client: Client, options: ReconcileOptions, clock: Callable[[], float] = time.time) -> None:
-        self.client = client
         self.options = options
         self.clock = clock
         self.lease = Lease(
@@ -161,6 +180,8 @@ class Reconciler:
             options.lease_duration,
             clock,
         )
+        # every write of a pass (drains included) first checks that the pass still holds the Lease
+        self.client = cast(Client, GuardedClient(client, self.lease))
         self._lock = threading.Lock()
         self._report = PassReport()
 
@@ -204,19 +225,33 @@ class Reconciler:
             renewer.start()
         try:
             self._pass(check_mode)
+        except LeaseLost as exc:
+            report.warnings.append(exc.msg)
         finally:
             stop.set()
             if renewer is not None:
                 renewer.join()
-                self.lease.release()
+                # also after a failure: as soon as the API answers again, within the Lease's own time
+                if not self.lease.release(retry_for=self.options.lease_duration):
+                    report.warnings.append(
+                        f"Lease {self.lease.namespace}/{self.lease.name} could not be given up; it expires by itself."
+                    )
+        if any(error.get("reason") == LeaseLost.reason for error in report.errors):
+            report.lease_lost, report.settled = True, False
+            report.warnings.append(
+                f"This pass stopped writing when it could no longer show that it holds Lease "
+                f"{self.lease.namespace}/{self.lease.name}."
+            )
         return report
 
     def _renew(self, stop: threading.Event) -> None:
+        """Renew every third of the Lease's duration. A failed renewal is retried at the next turn; the
+        writes stop on their own once the hold can no longer be shown (GuardedClient)."""
         while not stop.wait(max(1.0, self.options.lease_duration / 3)):
             try:
                 if not self.lease.renew():
                     with self._lock:
-                        self._report.warnings.append("The Lease was lost during the pass; another pass may run.")
+                        self._report.warnings.append("The Lease was lost during the pass; it stopped writing.")
                     return
             except K8sError as exc:
                 with self._lock:
@@ -251,7 +286,7 @@ class Reconciler:
                 return self._advance(obj, nodes, key_of(obj) in chosen, max_seconds, decisions)
             except K8sError as exc:
                 with self._lock:
-                    report.errors.append({"name": key_of(obj), "error": exc.msg})
+                    report.errors.append({"name": key_of(obj), "error": exc.msg, "reason": exc.reason})
                 return obj
 
         workers = max(1, min(self.options.workers, len(nms)))
@@ -311,12 +346,16 @@ class Reconciler:
         start_phase = phase_of(obj)
         drained = False
         conflicts = 0
+        node_fresh = False  # node was read (or written) for the step being decided
         step = lc.Step()
         for _step in range(MAX_STEPS):
             now = self.clock()
             phase = phase_of(obj)
             deleting = bool(obj["metadata"].get("deletionTimestamp"))
             scheduling = chosen and phase == lc.PHASE_PENDING and not deleting
+            if not node_fresh and lc.decides_on_node(obj):  # cordon / release: on the node as it is now
+                node = self._read_node(node_name)
+                node_fresh = True
             if chosen and phase in ("", lc.PHASE_PENDING) and not deleting:
                 step = lc.next_step(obj, node, now, None, max_seconds) if phase == "" else lc.scheduled_step()
             else:
@@ -342,17 +381,20 @@ class Reconciler:
                     obj = self._get(obj)
                 except NotFound:
                     return None
-                try:
-                    node = self.client.get(NODES, node_name)
-                except NotFound:
-                    node = None
+                node = self._read_node(node_name)
+                node_fresh = True
                 continue
+            node_fresh = False
             if scheduling:
                 with self._lock:
                     self._report.scheduled.append(key_of(obj))
             if step.released:
                 with self._lock:
                     self._report.released.append(key_of(obj))
+                    if step.left_cordoned:
+                        self._report.left_cordoned.append(
+                            {"name": key_of(obj), "node": node_name, "message": step.left_cordoned}
+                        )
             if updated is None:
                 return None
             obj = updated
@@ -366,6 +408,26 @@ class Reconciler:
                 )
         self._note_waiting(obj, step, decisions)
         return obj
+
+    def _read_node(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.client.get(NODES, name)
+        except NotFound:
+            return None
+
+    def _write_node(self, node: Mapping[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+        """A conditional merge patch of the node (``patch`` holds its resourceVersion), as the engine's field manager.
+
+        Conflict when the node changed since it was read, NodeGone when it was deleted: the caller reads it
+        again and decides again.
+        """
+        name = node["metadata"]["name"]
+        try:
+            written = self.client.patch(NODES, name, patch, field_manager=ENGINE_FIELD_MANAGER)
+        except NotFound as exc:
+            raise NodeGone(f"node {name} was deleted meanwhile", exc.status, exc.body) from exc
+        self._count_write()
+        return written
 
     def _get(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
@@ -424,9 +486,15 @@ class Reconciler:
                 return self._get(obj), node
             except NotFound:
                 return None, node
-        if step.unschedulable is False and node is not None:  # uncordon before the finalizer goes
-            node = self.client.patch(NODES, node["metadata"]["name"], cordon_patch(UNCORDONED))
-            self._count_write()
+        # uncordon (or drop our marker) before the finalizer goes; only on the node this step was decided on
+        if step.unschedulable is False and node is not None:
+            forget = {CORDONED_BY_ANNOTATION: None}
+            node = self._write_node(node, cordon_patch(UNCORDONED, resource_version(node), forget))
+        elif step.forget_claim and node is not None:
+            node = self._write_node(
+                node, {"metadata": metadata_patch(resource_version(node), {CORDONED_BY_ANNOTATION: None})}
+            )
+        released_from = obj
         if step.finalizer is not None or step.owner or step.annotations:
             body = copy.deepcopy(obj)
             bmeta = body["metadata"]
@@ -464,11 +532,13 @@ class Reconciler:
                 and obj["metadata"].get("deletionTimestamp")
                 and not obj["metadata"].get("finalizers")
             ):
+                self._record_events(released_from, step.events)
                 return None, node
-        if step.unschedulable and node is not None:  # cordon after the initial state is recorded
-            node = self.client.patch(NODES, node["metadata"]["name"], cordon_patch(CORDONED))
-            self._count_write()
+        if step.unschedulable and node is not None:  # cordon after the initial state is recorded, with our marker
+            claim = {CORDONED_BY_ANNOTATION: lc.claim_of(obj)}
+            node = self._write_node(node, cordon_patch(CORDONED, resource_version(node), claim))
         if step.finalizer is False:
+            self._record_events(released_from, step.events)
             return None, node  # released: the object goes now, or belongs to another finalizer
         if step.phase or step.status:
             body = copy.deepcopy(obj)
@@ -488,7 +558,11 @@ class Reconciler:
             self._count_write()
             obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
             obj.setdefault("kind", NODE_MAINTENANCES.kind)
-        for event in step.events:
+        self._record_events(obj, step.events)
+        return obj, node
+
+    def _record_events(self, obj: dict[str, Any], events: list[lc.Event]) -> None:
+        for event in events:
             try:
                 self.client.create_event(obj, event.reason, event.message, event.type, component=COMPONENT)
                 self._count_write()
@@ -500,7 +574,11 @@ class Reconciler:
                 self._report.events.append(
                     {"name": key_of(obj), "reason": event.reason, "message": event.message, "type": event.type}
                 )
-        return obj, node
+
+
+def transient(exc: K8sError) -> bool:
+    """An error that a later attempt may not meet: no connection, the server overloaded or failing."""
+    return isinstance(exc, (Unreachable, TooManyRequests)) or (exc.status or 0) >= 500
 
 
 def reconcile_until_settled(
@@ -515,7 +593,14 @@ def reconcile_until_settled(
     reports: list[PassReport] = []
     waiter = stop or threading.Event()
     while True:
-        report = reconciler.run_pass()
+        try:
+            report = reconciler.run_pass()
+        except K8sError as exc:
+            if not transient(exc):
+                raise
+            # the API server is unreachable or failing (a restart): the pass gave its Lease up as soon
+            # as it could; the next one starts afresh from the objects
+            report = PassReport(errors=[{"name": "", "error": exc.msg, "reason": exc.reason}])
         reports.append(report)
         if report.settled and not report.busy:
             return reports, True

@@ -8,6 +8,10 @@ retried). The safe time is computed once per object, when it is first fenced, fr
 SelfNodeRemediationConfig, the worker count and the node's watchdog-timeout annotation
 (core/safetime.py), and kept in ``status.timeAssumedRebooted``, so a run killed at any point
 continues from the object. In check mode one step per object is planned and nothing is written.
+
+Pods are force-deleted with the UID they were listed with as a precondition: a pod deleted meanwhile,
+or replaced by a new pod of the same name (maybe on a healthy node, maybe by another run), is reported
+as already gone, not as deleted by this run, and the new pod is left alone.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from ..k8s.client import (
     VOLUME_ATTACHMENTS,
     Client,
 )
-from ..k8s.errors import Conflict, MissingResourceType, NotFound
+from ..k8s.errors import OBJECT_GONE, Conflict, MissingResourceType, NotFound
 from .health import under_maintenance
 
 CONFIG_NAME = "self-node-remediation-config"
@@ -66,7 +70,8 @@ class Outcome:
     safe_time: dict[str, Any] | None = None
     wait_until: datetime | None = None
     changed: bool = False
-    pods_deleted: list[str] = field(default_factory=list)
+    pods_deleted: list[str] = field(default_factory=list)  # by this run (or, in check mode, that would be)
+    pods_already_gone: list[str] = field(default_factory=list)  # to delete, but gone or replaced before it
     attachments_deleted: list[str] = field(default_factory=list)
     taints_added: list[str] = field(default_factory=list)
     taints_removed: list[str] = field(default_factory=list)
@@ -88,6 +93,7 @@ class Outcome:
             "wait_until": format_time(self.wait_until) if self.wait_until else None,
             "changed": self.changed,
             "pods_deleted": self.pods_deleted,
+            "pods_already_gone": self.pods_already_gone,
             "attachments_deleted": self.attachments_deleted,
             "taints_added": self.taints_added,
             "taints_removed": self.taints_removed,
@@ -245,8 +251,9 @@ class RemediationManager:
                     self.client.create_event(dict(snr), reason, message, etype)
 
     @staticmethod
-    def _record(step: Step, outcome: Outcome) -> None:
-        outcome.pods_deleted += [f"{ns}/{n}" for ns, n in step.pods_to_delete]
+    def _record(step: Step, outcome: Outcome, pods: bool = True) -> None:
+        if pods:  # check mode: what would be deleted
+            outcome.pods_deleted += [f"{ns}/{n}" for ns, n, _uid in step.pods_to_delete]
         outcome.attachments_deleted += list(step.attachments_to_delete)
         outcome.taints_added += [t["key"] for t in step.taints_to_add]
         outcome.taints_removed += list(step.taints_to_remove)
@@ -261,13 +268,17 @@ class RemediationManager:
             snr = self._update_object(namespace, name, _add_finalizer)
         if (step.taints_to_add or step.taints_to_remove) and node is not None:
             self._update_taints(node["metadata"]["name"], step)
-        for pod_ns, pod_name in step.pods_to_delete:
-            with contextlib.suppress(NotFound):
-                self.client.delete_pod(pod_name, pod_ns, grace_period=0)
+        for pod_ns, pod_name, pod_uid in step.pods_to_delete:
+            try:
+                self.client.delete_pod(pod_name, pod_ns, uid=pod_uid, grace_period=0)
+            except OBJECT_GONE:  # deleted meanwhile, or a new pod has its name now: not ours to delete
+                outcome.pods_already_gone.append(f"{pod_ns}/{pod_name}")
+            else:
+                outcome.pods_deleted.append(f"{pod_ns}/{pod_name}")
         for attachment in step.attachments_to_delete:
             with contextlib.suppress(NotFound):
                 self.client.delete(VOLUME_ATTACHMENTS, attachment, propagation_policy="Background")
-        self._record(step, outcome)
+        self._record(step, outcome, pods=False)
         if step.status is not None:
             new_status = step.status
 
@@ -345,6 +356,7 @@ def _merge(before: Outcome, after: Outcome) -> Outcome:
     after.changed = after.changed or before.changed
     after.safe_time = after.safe_time or before.safe_time
     after.pods_deleted = before.pods_deleted + after.pods_deleted
+    after.pods_already_gone = before.pods_already_gone + after.pods_already_gone
     after.attachments_deleted = before.attachments_deleted + after.attachments_deleted
     after.taints_added = before.taints_added + after.taints_added
     after.taints_removed = before.taints_removed + after.taints_removed

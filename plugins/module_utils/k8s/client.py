@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -33,6 +34,7 @@ from .errors import (
     MissingResourceType,
     NotFound,
     TooManyRequests,
+    UIDMismatch,
     Unauthorized,
     Unreachable,
 )
@@ -51,6 +53,17 @@ AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
     "client_key": {"type": "path", "aliases": ["key_file"], "no_log": False, "env": "K8S_AUTH_KEY_FILE"},
     "proxy": {"type": "str", "env": "K8S_AUTH_PROXY"},
 }
+
+# How the API server words a failed UID precondition: the storage layer ("Precondition failed: UID in
+# precondition: ...") and the eviction subresource ("the UID in the precondition (...) does not match").
+_UID_PRECONDITION = re.compile(r"UID in (the )?precondition", re.IGNORECASE)
+
+#: Answers a later attempt may not get: the API server restarting, overloaded or behind a failing proxy.
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+#: Without an operation's own deadline (Client.retrying_until), transient failures are retried this long.
+DEFAULT_RETRY_SECONDS = 20.0
+RETRY_FIRST_DELAY = 0.2
+RETRY_MAX_DELAY = 2.0
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}
@@ -238,6 +251,9 @@ class Client:
         self.timeout = timeout
         self.pool_size = pool_size
         self._auth_lock = threading.Lock()
+        self._retry = threading.local()  # .until: this thread's operation's deadline (time.monotonic())
+        self.retry_seconds = DEFAULT_RETRY_SECONDS
+        self.retried = 0  # transient failures retried, all threads
         tls: dict[str, Any] = {
             "maxsize": pool_size,
             "block": True,
@@ -279,6 +295,18 @@ class Client:
             headers["Authorization"] = "Basic " + token
         return headers
 
+    @contextlib.contextmanager
+    def retrying_until(self, until: float | None) -> Iterator[None]:
+        """Within the block, this thread's calls retry transient failures until ``until`` (``time.monotonic()``;
+        None: the default window of ``retry_seconds`` from each call) and no longer: the deadline of the
+        operation they serve (a drain's, a wave's, a Lease's time)."""
+        before = getattr(self._retry, "until", None)
+        self._retry.until = until
+        try:
+            yield
+        finally:
+            self._retry.until = before
+
     def request(
         self,
         method: str,
@@ -287,13 +315,42 @@ class Client:
         body: Any = None,
         content_type: str = "application/json",
         what: str = "",
+        retry_429: bool = True,
     ) -> Any:
-        """Send one request and return the decoded JSON body; raise a specific K8sError on failure."""
-        resp = self._send(method, path, query, body, content_type, read_timeout=self.timeout, stream=False)
-        text = resp.data.decode("utf-8", "replace") if resp.data else ""
-        if 200 <= resp.status < 300:
-            return json.loads(text) if text else {}
-        raise self._error(resp.status, text, method, path, what)
+        """Send one request and return the decoded JSON body; raise a specific K8sError on failure.
+
+        A transient failure (no connection, a reset or a timeout, 5xx, 429 from API Priority and Fairness) is
+        tried again with a growing pause (``Retry-After`` honoured) while the operation's deadline allows
+        (:meth:`retrying_until`); then it is raised. Retrying is safe for every call here: writes carry a
+        resourceVersion or a UID precondition, or are creations, so a repeat of a call whose answer was lost
+        meets its effect (a Conflict, a NotFound) instead of doing it twice. ``retry_429`` False leaves a 429
+        to the caller (an eviction's, which is a PodDisruptionBudget's answer, not the server's load).
+        """
+        until = getattr(self._retry, "until", None)
+        deadline = time.monotonic() + self.retry_seconds if until is None else until
+        attempt = 0
+        while True:
+            retry_after = 0.0
+            try:
+                resp = self._send(method, path, query, body, content_type, read_timeout=self.timeout, stream=False)
+            except Unreachable as exc:
+                if not exc.transient:
+                    raise
+                failure: K8sError = exc
+            else:
+                text = resp.data.decode("utf-8", "replace") if resp.data else ""
+                if 200 <= resp.status < 300:
+                    return json.loads(text) if text else {}
+                failure = self._error(resp.status, text, method, path, what)
+                if resp.status not in TRANSIENT_STATUS or (resp.status == 429 and not retry_429):
+                    raise failure
+                retry_after = _seconds(resp.headers.get("Retry-After"))
+            delay = max(retry_after, min(RETRY_MAX_DELAY, RETRY_FIRST_DELAY * 2**attempt))
+            if time.monotonic() + delay > deadline:
+                raise failure
+            attempt += 1
+            self.retried += 1
+            time.sleep(delay)
 
     def _send(
         self,
@@ -328,7 +385,8 @@ class Client:
         except urllib3.exceptions.HTTPError as exc:
             raise Unreachable(
                 f"Cannot reach the Kubernetes API at {self.host}: {exc}. Check host / kubeconfig and that "
-                "the API server is running and reachable from this machine."
+                "the API server is running and reachable from this machine.",
+                transient=True,
             ) from exc
 
     def _error(self, status: int, text: str, method: str, path: str, what: str) -> K8sError:
@@ -362,6 +420,13 @@ class Client:
                 )
             return NotFound(f"Not found: {target}: {message}", status, body)
         if status == 409:
+            if _UID_PRECONDITION.search(message):
+                return UIDMismatch(
+                    f"Replaced: {target}: the object of that name is not the one the call was decided on "
+                    f"(deleted and re-created; it was not touched): {message}",
+                    status,
+                    body,
+                )
             return Conflict(f"Conflict for {target}: {message}", status, body)
         if status == 422:
             return Invalid(f"The API server rejected {target} as invalid: {message}", status, body)
@@ -458,7 +523,11 @@ class Client:
         namespace: str | None = None,
         patch_type: str = "merge",
         dry_run: bool = False,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
+        """PATCH an object. A merge patch that holds ``metadata.resourceVersion`` is conditional: Conflict when the
+        object changed since. ``field_manager`` names the writer in managedFields (default: from the User-Agent).
+        """
         content_type = {
             "merge": "application/merge-patch+json",
             "json": "application/json-patch+json",
@@ -467,7 +536,7 @@ class Client:
         return self.request(
             "PATCH",
             res.path(namespace, name),
-            query={"dryRun": "All" if dry_run else None},
+            query={"dryRun": "All" if dry_run else None, "fieldManager": field_manager},
             body=patch,
             content_type=content_type,
             what=f"patch {res.kind or res.plural} {name}",
@@ -512,37 +581,54 @@ class Client:
         )
 
     def evict(
-        self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False
+        self, name: str, namespace: str, *, uid: str, grace_period: int | None = None, dry_run: bool = False
     ) -> dict[str, Any]:
-        """POST a policy/v1 Eviction for a pod; the pod's own grace period unless ``grace_period`` is set.
+        """POST a policy/v1 Eviction for the pod ``namespace/name`` whose UID is ``uid``; the pod's own grace
+        period unless ``grace_period`` is set.
 
-        Raises TooManyRequests (429) when a PodDisruptionBudget refuses it, NotFound when the pod is gone.
+        The UID goes as ``deleteOptions.preconditions.uid``, so a pod of the same name created since the
+        decision (a StatefulSet's replacement) is never evicted. Raises TooManyRequests (429) when a
+        PodDisruptionBudget refuses it, NotFound when the pod is gone, UIDMismatch when it was replaced
+        (both mean the pod decided on is gone: ``errors.OBJECT_GONE``).
         """
+        options: dict[str, Any] = {"preconditions": {"uid": _required_uid(uid, "evict", namespace, name)}}
+        if grace_period is not None:
+            options["gracePeriodSeconds"] = grace_period
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": options,
         }
-        if grace_period is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
         return self.request(
             "POST",
             PODS.path(namespace, name, "eviction"),
             query={"dryRun": "All" if dry_run else None},
             body=body,
             what=f"evict pod {namespace}/{name}",
+            retry_429=False,
         )
 
     def delete_pod(
-        self, name: str, namespace: str, grace_period: int | None = None, dry_run: bool = False
+        self, name: str, namespace: str, *, uid: str, grace_period: int | None = None, dry_run: bool = False
     ) -> dict[str, Any]:
-        """DELETE a pod (no PodDisruptionBudget check); the pod's own grace period unless set."""
-        return self.request(
-            "DELETE",
-            PODS.path(namespace, name),
-            query={"dryRun": "All" if dry_run else None, "gracePeriodSeconds": grace_period},
-            what=f"delete pod {namespace}/{name}",
-        )
+        """DELETE the pod ``namespace/name`` whose UID is ``uid`` (no PodDisruptionBudget check); the pod's own
+        grace period unless set.
+
+        The options go as a DeleteOptions body with ``preconditions.uid`` (the API server then ignores the
+        query's options, so grace period and dry run are in the body too). Raises NotFound when the pod is
+        gone, UIDMismatch when another pod has its name now (``errors.OBJECT_GONE``).
+        """
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": _required_uid(uid, "delete", namespace, name)},
+        }
+        if grace_period is not None:
+            options["gracePeriodSeconds"] = grace_period
+        if dry_run:
+            options["dryRun"] = ["All"]
+        return self.request("DELETE", PODS.path(namespace, name), body=options, what=f"delete pod {namespace}/{name}")
 
     def watch(
         self,
@@ -681,6 +767,20 @@ class Watch:
                 with self._lock:
                     self._resp = None
                 resp.release_conn()
+
+
+def _seconds(value: Any) -> float:
+    """A ``Retry-After`` header's whole seconds (0 when absent or a date), at most RETRY_MAX_DELAY x 5."""
+    try:
+        return min(float(int(str(value))), RETRY_MAX_DELAY * 5)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _required_uid(uid: str, verb: str, namespace: str, name: str) -> str:
+    if not uid:
+        raise ValueError(f"{verb} pod {namespace}/{name}: the UID of the pod decided on is required")
+    return uid
 
 
 def _events(resp: Any) -> Iterator[dict[str, Any]]:

@@ -30,7 +30,15 @@ class ConfigError(K8sError):
 
 
 class Unreachable(K8sError):
+    """No answer: the connection failed, was reset or timed out (``transient``), or TLS failed (not)."""
+
     reason = "unreachable"
+
+    def __init__(
+        self, msg: str, status: int | None = None, body: dict[str, Any] | None = None, transient: bool = False
+    ) -> None:
+        super().__init__(msg, status, body)
+        self.transient = transient
 
 
 class Unauthorized(K8sError):
@@ -55,9 +63,24 @@ class Conflict(K8sError):
     reason = "conflict"
 
 
+class UIDMismatch(Conflict):
+    """409 on a UID precondition: the object of that name is another one now (deleted and re-created).
+
+    For a call decided on one object (an eviction or deletion of the pod a plan listed) it means, as
+    NotFound does, that the object decided on is gone; the new one of the same name was not touched.
+    """
+
+    reason = "uid_mismatch"
+
+
 class Invalid(K8sError):
     reason = "invalid"
 
 
 class TooManyRequests(K8sError):
     reason = "too_many_requests"
+
+
+#: What an eviction or a deletion that carries the UID raises when the pod it was decided on is gone:
+#: deleted (NotFound) or replaced by a new pod of the same name (UIDMismatch).
+OBJECT_GONE: tuple[type[K8sError], ...] = (NotFound, UIDMismatch)

@@ -1,11 +1,17 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A ``coordination.k8s.io/v1`` Lease as a lock between reconcile passes (DESIGN.md deviation 4).
+"""A ``coordination.k8s.io/v1`` Lease as a lock between reconcile passes (upstream relies on one leader;
+here passes may run from many processes at once, and the Lease serialises them).
 
 Every write is conditional: the Lease is created (409 when another process created it first) or
 replaced with the resourceVersion that was read (409 when another process wrote it in between). A
 holder whose ``renewTime + leaseDurationSeconds`` has passed is taken over. Times are MicroTime
 (RFC 3339 with microseconds), as client-go writes them.
+
+A holder can show that it holds the Lease only until ``VALID_FRACTION`` of the duration has passed
+since the start of its last successful acquire or renewal (on this process's monotonic clock, which
+keeps running while the process is stopped). :class:`GuardedClient` checks that before every write, so
+a pass whose renewal failed, or that was paused past that time, writes nothing more.
 """
 
 from __future__ import annotations
@@ -21,7 +27,21 @@ from collections.abc import Callable
 from typing import Any
 
 from .client import LEASES, Client
-from .errors import Conflict, NotFound
+from .errors import Conflict, K8sError, NotFound
+
+#: Share of the Lease's duration during which a holder counts on it after its last acquire or renewal; the
+#: rest is the margin for other processes' clocks and for a write already under way.
+VALID_FRACTION = 0.8
+#: Attempts of one renewal when other writers keep changing the Lease (each a fresh read).
+RENEW_ATTEMPTS = 3
+#: The client methods that write; GuardedClient checks the Lease before each.
+WRITES = frozenset({"create", "replace", "create_event", "patch", "apply", "delete", "evict", "delete_pod"})
+
+
+class LeaseLost(K8sError):
+    """This process can no longer show that it holds the Lease: it must not write."""
+
+    reason = "lease_lost"
 
 
 def default_identity() -> str:
@@ -53,8 +73,10 @@ class Lease:
         identity: str | None = None,
         duration: int = 60,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
+        self.monotonic = monotonic
         self.name = name
         self.namespace = namespace
         self.identity = identity or default_identity()
@@ -62,7 +84,21 @@ class Lease:
         self.clock = clock
         self.held = False
         self.holder: str | None = None  # the other holder seen by the last failed attempt
+        self.valid_until = 0.0  # self.monotonic() until which the hold is shown
         self._stop = threading.Event()
+
+    def _confirmed(self, started: float) -> None:
+        """The acquire or renewal sent at monotonic time ``started`` succeeded."""
+        self.held, self.holder = True, None
+        self.valid_until = started + self.duration * VALID_FRACTION
+
+    def check(self) -> None:
+        """Raise LeaseLost unless this process can still show that it holds the Lease."""
+        if not self.held or self.monotonic() >= self.valid_until:
+            raise LeaseLost(
+                f"Lease {self.namespace}/{self.name} is not shown to be held by {self.identity} any more"
+                " (renewal failed or its time is up): this pass stopped writing."
+            )
 
     def _body(self, current: dict[str, Any] | None, acquire: bool) -> dict[str, Any]:
         now = micro_time(self.clock())
@@ -86,6 +122,7 @@ class Lease:
 
     def try_acquire(self) -> bool:
         """One conditional attempt; True when this identity holds the Lease afterwards."""
+        started = self.monotonic()
         try:
             current = self.client.get(LEASES, self.name, self.namespace)
         except NotFound:
@@ -93,7 +130,7 @@ class Lease:
                 self.client.create(LEASES, self._body(None, True), self.namespace)
             except Conflict:  # another process created it first
                 return False
-            self.held, self.holder = True, None
+            self._confirmed(started)
             return True
         holder = (current.get("spec") or {}).get("holderIdentity")
         if holder != self.identity and not self.expired(current):
@@ -103,7 +140,7 @@ class Lease:
             self.client.replace(LEASES, self._body(current, holder != self.identity))
         except Conflict:
             return False
-        self.held, self.holder = True, None
+        self._confirmed(started)
         return True
 
     def acquire(self, wait: float, interval: float = 0.5) -> bool:
@@ -118,28 +155,49 @@ class Lease:
             self._stop.wait(min(interval, remaining))
 
     def renew(self) -> bool:
-        """Extend the hold; False (and no longer held) when someone else took the Lease."""
-        if not self.held:
-            return False
-        try:
-            current = self.client.get(LEASES, self.name, self.namespace)
-        except NotFound:
-            self.held = False
-            return False
-        if (current.get("spec") or {}).get("holderIdentity") != self.identity:
-            self.held = False
-            return False
-        try:
-            self.client.replace(LEASES, self._body(current, False))
-        except Conflict:
-            return self.renew()
-        return True
-
-    def release(self) -> None:
-        """Give the Lease up so that the next pass need not wait for it to expire."""
-        if not self.held:
-            return
+        """Extend the hold; False (and no longer held) when someone else took the Lease or other writers
+        kept changing it for RENEW_ATTEMPTS attempts. API errors propagate (the hold is then not
+        extended and runs out at ``valid_until``)."""
+        for _attempt in range(RENEW_ATTEMPTS):
+            if not self.held:
+                return False
+            started = self.monotonic()
+            try:
+                current = self.client.get(LEASES, self.name, self.namespace)
+            except NotFound:
+                self.held = False
+                return False
+            if (current.get("spec") or {}).get("holderIdentity") != self.identity:
+                self.held = False
+                return False
+            try:
+                self.client.replace(LEASES, self._body(current, False))
+            except Conflict:
+                continue
+            self._confirmed(started)
+            return True
         self.held = False
+        return False
+
+    def release(self, retry_for: float = 0.0, interval: float = 1.0) -> bool:
+        """Give the Lease up so that the next pass need not wait for it to expire. When the API cannot be
+        reached, try again for up to ``retry_for`` seconds (never past the Lease's own expiry, after which
+        there is nothing to give up). True when given up, or nothing was held."""
+        if not self.held:
+            return True
+        self.held = False
+        deadline = time.monotonic() + min(retry_for, max(0.0, self.valid_until - self.monotonic()))
+        while True:
+            try:
+                self._give_up()
+                return True
+            except K8sError:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._stop.wait(min(interval, remaining))
+
+    def _give_up(self) -> None:
         try:
             current = self.client.get(LEASES, self.name, self.namespace)
         except NotFound:
@@ -152,3 +210,23 @@ class Lease:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": current["metadata"], "spec": spec}
         with contextlib.suppress(Conflict):  # someone took it over after it expired: theirs now
             self.client.replace(LEASES, body)
+
+
+class GuardedClient:
+    """``client`` for a pass that holds ``lease``: reads go through, and every write first checks that
+    the Lease is still shown to be held (else LeaseLost, and nothing is sent)."""
+
+    def __init__(self, client: Client, lease: Lease) -> None:
+        self._client = client
+        self._lease = lease
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name not in WRITES:
+            return attribute
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            self._lease.check()
+            return attribute(*args, **kwargs)
+
+        return guarded
