@@ -504,6 +504,20 @@ def test_the_watchdog_is_first_fed_after_a_check_that_passed(
     wait_for(agent.fed_bytes, 60, "the first feed after a passing check")
 
 
+def test_a_remediation_seen_before_any_check_passed_starts_the_watchdog_and_never_feeds_it(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
+    agent = make_agent("w1", tmp_path, pki, fake_api, [])
+    agents.append(agent.start())
+    status = wait_for(lambda: (s := agent.status()) and s["fenced"] and s, 60, "fencing")
+    # opened to start its timer (the one write of the open), then never fed: the node resets on its timeout
+    assert status["watchdog"]["armed"] is True and status["watchdog"]["feeding"] is False
+    assert agent.fed_bytes() == 1
+    wait_for(agent.reboots, 60, "the software fallback after the watchdog's timeout")
+    assert agent.fed_bytes() == 1
+
+
 def test_a_fence_survives_sigkill_and_restarts_until_the_boot_changes(
     tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
 ) -> None:

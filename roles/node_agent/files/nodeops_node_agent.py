@@ -610,6 +610,7 @@ class Agent:
         self.fenced_uids: list[str] = []
         self.fenced_at = 0.0  # boot_clock() when fencing began
         self.fallback_done: set[str] = set()
+        self.fallback_lock = threading.Lock()
         self.state = "starting"
         self.last_verdict: dict[str, Any] | None = None
         self.checks = 0
@@ -863,6 +864,9 @@ class Agent:
     def fence(self, reason: str) -> None:
         if self.fenced:
             return
+        if not self.watchdog.armed and self.watchdog_usable:
+            # not opened yet (no check had passed): opening starts its timer, which is never fed again
+            self.watchdog_usable = self.watchdog.open()
         since = boot_clock()
         if not self.watchdog.armed:
             # nothing will reset the node: the fallback's schedule starts as if the watchdog had failed
@@ -888,14 +892,15 @@ class Agent:
         if not self.cfg["isSoftwareRebootEnabled"]:
             return
         command_at, sysrq_at = self.safetime.software_fallback(self.watchdog.timeout)
-        elapsed = boot_clock() - self.fenced_at
-        if elapsed >= command_at and "command" not in self.fallback_done:
-            self.fallback_done.add("command")
-            LOG.warning("still running %.0fs after fencing began: software reboot", elapsed)
-            if not self.software_reboot():
+        with self.fallback_lock:  # the feeder thread and a fence on the main thread may both get here
+            elapsed = boot_clock() - self.fenced_at
+            if elapsed >= command_at and "command" not in self.fallback_done:
+                self.fallback_done.add("command")
+                LOG.warning("still running %.0fs after fencing began: software reboot", elapsed)
+                if not self.software_reboot():
+                    self.sysrq()
+            if elapsed >= sysrq_at and "sysrq" not in self.fallback_done:
                 self.sysrq()
-        if elapsed >= sysrq_at and "sysrq" not in self.fallback_done:
-            self.sysrq()
 
     def software_reboot(self) -> bool:
         command = self.cfg["rebootCommand"]
