@@ -26,7 +26,7 @@ description:
   - When done the phase is C(Fencing-Completed) with C(Succeeded=True) (reason C(RemediationFinishedSuccessfully)). When
     the object is deleted (by M(nodeops.maintenance.node_health) once the node is healthy) the taints and the finalizer
     go.
-  - Nothing is tainted, deleted or marked rebooted for a node whose agent has not shown it can fence the node: the
+  - Nothing is tainted, deleted or marked rebooted for a node whose agent has not shown it can fence the node; the
     node must carry C(is-reboot-capable.self-node-remediation.medik8s.io=true) (published by the node agent of this
     collection, or the medik8s agent). Without it the object gets C(Processing=False) with reason
     C(NodeNotRebootCapable), a Warning event C(RemediationCannotStart), and the result says why; however long the
@@ -180,6 +180,11 @@ remediations:
       description: The steps taken, in order.
       type: list
       elements: dict
+    rereads:
+      description: Writes refused with Conflict because the object or its node changed after the step was decided
+        (another run, another writer). Each time the rest of that step was dropped, both were read again and the
+        step decided again from what they hold now.
+      type: int
   sample:
     - namespace: nodeops-maintenance
       name: worker-3

@@ -396,7 +396,7 @@ def test_every_eviction_and_deletion_carries_the_planned_uid(backoffs: list[floa
     client = FakeClient([pod("a")])
     client.refuse = {"a": -1}
     drain(client, NODE, DrainOptions(timeout=120, bypass_pdb_after=0.2))
-    assert client.sent[-1] == ("delete", "a", "u-a") and {uid for _, _, uid in client.sent} == {"u-a"}
+    assert client.sent[-1] == ("delete", "a", "u-a") and {sent[2] for sent in client.sent} == {"u-a"}
     client = FakeClient([pod("a")])
     drain(client, NODE, DrainOptions(disable_eviction=True))
     assert client.sent == [("delete", "a", "u-a")]

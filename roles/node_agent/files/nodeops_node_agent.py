@@ -707,7 +707,7 @@ class Agent:
         except (OSError, ValueError, ssl.SSLError, AttributeError) as err:
             LOG.debug("peer %s did not answer: %s", peer["name"], err)
             return int(self.peer.REQUEST_FAILED)
-        if answer in (self.peer.HEALTHY, self.peer.UNHEALTHY, self.peer.API_ERROR) and type(answer) is int:
+        if not isinstance(answer, bool) and answer in (self.peer.HEALTHY, self.peer.UNHEALTHY, self.peer.API_ERROR):
             return int(answer)
         return int(self.peer.REQUEST_FAILED)
 
