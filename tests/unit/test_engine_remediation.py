@@ -7,13 +7,19 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import (
     FINALIZER,
     NO_SCHEDULE_TAINT_KEY,
+    OUT_OF_SERVICE_TAINT_KEY,
+    PHASES,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import RemediationManager
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
+    RETRIES,
+    RemediationManager,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound, UIDMismatch
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
 
 UTC = timezone.utc  # noqa: UP017
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
@@ -22,6 +28,13 @@ T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
 class FakeClient:
     """Objects by (plural, namespace, name); records every write.
 
+    Every object has a resourceVersion, and a replace is conditional on it as on the API server: 409 (Conflict) when
+    the object changed since the body's version was read, 404 when it is gone; a replace without a resourceVersion
+    (an unconditional write) fails the test. As for the API server, a replace of the ``status`` subresource changes
+    only the status and a replace of the object everything but its status. ``meanwhile`` makes someone else write
+    an object just before our next replace of it, which then meets a Conflict once. ``phases`` holds the phase of
+    every SelfNodeRemediation after each write to it, ours and the others'.
+
     A pod deletion acts on the pod that has the name now, as the API server does: one that carries a UID is
     refused with 409 when that pod has another UID (the precondition), one without deletes whatever pod has the
     name. ``after_pod_list`` runs after each list of pods: what happens between the list and the deletions.
@@ -29,11 +42,38 @@ class FakeClient:
 
     def __init__(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
         self.store: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.version = 0
         for plural, obj in objects:
             meta = obj["metadata"]
+            self.version += 1
+            meta["resourceVersion"] = str(self.version)
             self.store[(plural, meta.get("namespace", ""), meta["name"])] = obj
         self.writes: list[tuple[str, str, str]] = []
         self.after_pod_list: list[Callable[[], None]] = []
+        self.before_replace: dict[tuple[str, str, str], list[Callable[[], None]]] = {}
+        self.phases: list[tuple[str, str]] = []  # (who: "us" or "other", phase after the write)
+
+    def _stored(self, key: tuple[str, str, str], obj: dict[str, Any], who: str) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        self.store[key] = obj
+        if key[0] == "selfnoderemediations":
+            self.phases.append((who, (obj.get("status") or {}).get("phase") or "Fencing-Started"))
+
+    def other_writes(
+        self, plural: str, name: str, change: Callable[[dict[str, Any]], None], namespace: str = ""
+    ) -> None:
+        """Someone else applies ``change`` to the object now (the object gets a new resourceVersion)."""
+        key = (plural, namespace, name)
+        obj = copy.deepcopy(self.store[key])
+        change(obj)
+        self._stored(key, obj, "other")
+
+    def meanwhile(self, plural: str, name: str, change: Callable[[dict[str, Any]], None], namespace: str = "") -> None:
+        """Just before our next replace of that object, someone else applies ``change`` to it, so our replace,
+        decided on the version before, meets a Conflict once."""
+        key = (plural, namespace, name)
+        self.before_replace.setdefault(key, []).append(lambda: self.other_writes(plural, name, change, namespace))
 
     def server_version(self) -> dict[str, Any]:
         return {"gitVersion": "v1.36.3"}
@@ -62,11 +102,28 @@ class FakeClient:
     def replace(self, res: Resource, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         meta = body["metadata"]
         key = (res.plural, meta.get("namespace", ""), meta["name"])
-        self.store[key] = copy.deepcopy(body)
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        if self.before_replace.get(key):
+            self.before_replace[key].pop(0)()
+        version = meta.get("resourceVersion")
+        assert version, f"unconditional replace of {key}: the body has no resourceVersion"
+        if key not in self.store:
+            raise NotFound(f"{res.plural} {meta['name']} not found", 404)
+        stored = self.store[key]
+        if version != stored["metadata"]["resourceVersion"]:
+            raise Conflict(f"{res.plural} {meta['name']}: the object has been modified", 409)
+        if subresource == "status":
+            new = copy.deepcopy(stored)
+            new["status"] = copy.deepcopy(body.get("status"))
+        else:
+            new = copy.deepcopy(body)
+            new.pop("status", None)
+            if "status" in stored:
+                new["status"] = copy.deepcopy(stored["status"])
+        self._stored(key, new, "us")
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             del self.store[key]  # as the API server does
         self.writes.append(("replace" + (f"/{subresource}" if subresource else ""), res.plural, meta["name"]))
-        return copy.deepcopy(body)
+        return copy.deepcopy(new)
 
     # grace_period may come by position, as older callers sent it
     def delete_pod(self, name: str, namespace: str, grace_period: int | None = None, *, uid: str | None = None) -> None:
@@ -229,3 +286,170 @@ def test_a_pod_deleted_between_the_list_and_the_deletion_is_not_reported_as_dele
     assert outcome.pods_deleted == [] and outcome.pods_already_gone == ["app/db-0"]
     assert outcome.as_dict()["pods_already_gone"] == ["app/db-0"]
     assert ["app/db-0"] in [s["pods_to_delete"] for s in outcome.steps]  # the step as planned, readable
+
+
+# -- two writers at once: a Conflict makes the step be decided again on what is there now --------------------------
+SNR = ("selfnoderemediations", "ops", "w1")
+NODE = ("nodes", "", "w1")
+
+
+def assert_phase_never_moved_back(fake: FakeClient) -> None:
+    order = [PHASES.index(phase) for _who, phase in fake.phases]
+    assert order == sorted(order), f"the phase moved back: {fake.phases}"
+
+
+def past_safe_time(fake: FakeClient, strategy: str = "ResourceDeletion") -> RemediationManager:
+    """The object fenced at T0 (Pre-Reboot-Completed, assumed rebooted at T0 + 130 s) and a manager at T0 + 130 s."""
+    fake.store[SNR]["spec"]["remediationStrategy"] = strategy
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    [fenced] = manager.run("ops", None, wait_timeout=0)
+    assert fenced.phase == "Pre-Reboot-Completed" and fenced.time_assumed_rebooted == "2026-01-02T03:02:10Z"
+    manager.now = lambda: T0 + timedelta(seconds=130)
+    return manager
+
+
+def set_ready(status: str) -> Callable[[dict[str, Any]], None]:
+    def change(node: dict[str, Any]) -> None:
+        node["status"] = {"conditions": [{"type": "Ready", "status": status}]}
+
+    return change
+
+
+def test_a_step_decided_before_another_run_completed_the_remediation_is_not_written() -> None:
+    fake = FakeClient(objects())
+    manager = past_safe_time(fake, "OutOfServiceTaint")
+    finished = {
+        "type": "Succeeded",
+        "status": "True",
+        "reason": "RemediationFinishedSuccessfully",
+        "message": "remediation finished",
+        "lastTransitionTime": "2026-01-02T03:02:15Z",
+    }
+
+    def completed_by_another_run(snr: dict[str, Any]) -> None:
+        # the other run tainted the node out-of-service, saw its pods and attachments go, completed the object;
+        # the node is Ready again since
+        snr["status"]["phase"] = "Fencing-Completed"
+        snr["status"]["conditions"] = [
+            {**finished, "type": "Processing", "status": "False"},
+            finished,
+        ]
+        fake.other_writes(
+            "nodes",
+            "w1",
+            lambda node: node["spec"]["taints"].append({"key": OUT_OF_SERVICE_TAINT_KEY, "effect": "NoExecute"}),
+        )
+        fake.other_writes("nodes", "w1", set_ready("True"))
+        fake.store.pop(("pods", "app", "db-0"))
+        fake.store.pop(("volumeattachments", "", "va-1"))
+
+    # our step (Reboot-Completed) was decided on Pre-Reboot-Completed; its status write meets the other run's
+    fake.meanwhile("selfnoderemediations", "w1", completed_by_another_run, "ops")
+    before = len(fake.writes)
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    theirs = fake.store[SNR]["status"]
+    assert_phase_never_moved_back(fake)
+    assert ("us", "Reboot-Completed") not in fake.phases, "the stale step was written"
+    assert theirs["phase"] == "Fencing-Completed" and finished in theirs["conditions"]
+    assert theirs["timeAssumedRebooted"] == "2026-01-02T03:02:10Z"
+    # the decision on the object as it is now: the node is Ready again, its out-of-service taint goes
+    assert [t["key"] for t in fake.store[NODE]["spec"]["taints"]] == [NO_SCHEDULE_TAINT_KEY]
+    assert outcome.taints_removed == [OUT_OF_SERVICE_TAINT_KEY] and outcome.rereads == 1
+    assert outcome.phase == "Fencing-Completed" and outcome.code == "Completed"
+    assert [e["reason"] for e in outcome.events] == ["RemoveOutOfService"]
+    assert [w for w in fake.writes[before:] if w[0] == "event"] == [("event", "RemoveOutOfService", "w1")]
+
+
+def test_time_assumed_rebooted_set_by_another_run_meanwhile_is_never_set_again() -> None:
+    fake = FakeClient(objects())
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    # a run that started 5 s earlier fences the object between our read and our first write
+    earlier = FakeClient(objects())
+    RemediationManager(earlier, lambda: T0 - timedelta(seconds=5)).run("ops", None, wait_timeout=0)  # type: ignore[arg-type]
+    theirs = earlier.store[SNR]
+    assert theirs["status"]["timeAssumedRebooted"] == "2026-01-02T03:02:05Z"
+
+    def fenced_by_another_run(snr: dict[str, Any]) -> None:
+        snr["metadata"]["finalizers"] = [FINALIZER]
+        snr["status"] = copy.deepcopy(theirs["status"])
+        fake.other_writes("nodes", "w1", lambda node: node["spec"].update(taints=[{"key": NO_SCHEDULE_TAINT_KEY}]))
+
+    fake.meanwhile("selfnoderemediations", "w1", fenced_by_another_run, "ops")
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    status = fake.store[SNR]["status"]
+    assert status == theirs["status"], "the status the other run wrote was overwritten"
+    assert [who for who, _phase in fake.phases] == ["other"], "a write of the stale step went through"
+    assert outcome.time_assumed_rebooted == "2026-01-02T03:02:05Z" and outcome.code == "WaitingSafeTime"
+    assert outcome.rereads == 1 and outcome.taints_added == [] and not outcome.changed
+    assert not [w for w in fake.writes if w[0] == "event"], "an event of the stale step was recorded"
+
+
+def test_a_write_of_someone_else_to_another_field_does_not_stop_the_step() -> None:
+    fake = FakeClient(objects())
+    manager = past_safe_time(fake)
+
+    def unrelated(snr: dict[str, Any]) -> None:
+        snr["metadata"].setdefault("annotations", {})["example.com/seen-by"] = "someone"
+        snr["status"]["lastError"] = "peer w2 did not answer"
+
+    fake.meanwhile("selfnoderemediations", "w1", unrelated, "ops")
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert ("us", "Reboot-Completed") in fake.phases and outcome.phase == "Fencing-Completed"
+    assert outcome.pods_deleted == ["app/db-0"] and outcome.attachments_deleted == ["va-1"]
+    snr = fake.store[SNR]
+    assert snr["status"]["lastError"] == "peer w2 did not answer", "the other writer's status field was lost"
+    assert snr["metadata"]["annotations"]["example.com/seen-by"] == "someone"
+    assert snr["status"]["timeAssumedRebooted"] == "2026-01-02T03:02:10Z"
+    assert_phase_never_moved_back(fake)
+    assert outcome.rereads == 1
+
+
+def completed_with_out_of_service_taint(fake: FakeClient) -> RemediationManager:
+    """Fencing-Completed (OutOfServiceTaint), the node Ready again and still tainted out-of-service."""
+    snr = fake.store[SNR]
+    snr["spec"]["remediationStrategy"] = "OutOfServiceTaint"
+    snr["metadata"]["finalizers"] = [FINALIZER]
+    snr["status"] = {"phase": "Fencing-Completed", "timeAssumedRebooted": "2026-01-02T03:02:10Z"}
+    node = fake.store[NODE]
+    node["spec"]["taints"] = [
+        {"key": NO_SCHEDULE_TAINT_KEY, "effect": "NoSchedule"},
+        {"key": OUT_OF_SERVICE_TAINT_KEY, "value": "nodeshutdown", "effect": "NoExecute"},
+    ]
+    node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    return RemediationManager(fake, lambda: T0 + timedelta(seconds=300))  # type: ignore[arg-type]
+
+
+def test_a_taint_decided_on_a_node_that_changed_meanwhile_is_decided_again() -> None:
+    fake = FakeClient(objects())
+    manager = completed_with_out_of_service_taint(fake)
+    # the out-of-service taint is to go because the node is Ready; before that write the node goes NotReady again
+    fake.meanwhile("nodes", "w1", set_ready("False"))
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    keys = [t["key"] for t in fake.store[NODE]["spec"]["taints"]]
+    assert keys == [NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY], "the taint went from a node that is not Ready"
+    assert outcome.rereads == 1 and outcome.taints_removed == [] and outcome.events == []
+    assert not [w for w in fake.writes if w[1] == "nodes"]
+
+
+def test_a_taint_goes_through_when_the_node_changed_only_elsewhere() -> None:
+    fake = FakeClient(objects())
+    manager = completed_with_out_of_service_taint(fake)
+    theirs = {"key": "example.com/disk", "effect": "NoSchedule"}
+    fake.meanwhile("nodes", "w1", lambda node: node["spec"]["taints"].append(theirs))
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert fake.store[NODE]["spec"]["taints"] == [{"key": NO_SCHEDULE_TAINT_KEY, "effect": "NoSchedule"}, theirs]
+    assert outcome.taints_removed == [OUT_OF_SERVICE_TAINT_KEY] and outcome.rereads == 1
+
+
+def test_an_object_that_keeps_changing_stops_after_a_bounded_number_of_new_decisions() -> None:
+    fake = FakeClient(objects())
+    manager = past_safe_time(fake)
+    for i in range(RETRIES + 3):
+        fake.meanwhile(
+            "selfnoderemediations", "w1", lambda snr, i=i: snr["metadata"].update(labels={"touched": str(i)}), "ops"
+        )
+    with pytest.raises(Conflict, match="kept changing"):
+        manager.run("ops", None, wait_timeout=0)
+    assert len(fake.before_replace[SNR]) == 2, "not one new decision per Conflict, or more than RETRIES + 1"
+    assert [who for who, _phase in fake.phases[-(RETRIES + 1) :]] == ["other"] * (RETRIES + 1)
+    assert fake.store[SNR]["status"]["phase"] == "Pre-Reboot-Completed"

@@ -3,8 +3,14 @@
 """The Self Node Remediation manager as passes: for every SelfNodeRemediation, read what
 core/remediation.py needs, apply its step, read again, until a step writes nothing.
 
-Writes are conditional (the object's and the node's resourceVersion; a conflict is re-read and
-retried). The safe time is computed once per object, when it is first fenced, from the
+A step is decided (core/remediation.plan_step) on the object and its Node as read, and written only while
+both are still that: every write of the object carries the resourceVersion it was decided on (then the one
+the step's previous write of it returned), the taints carry the Node's. A Conflict (or the Node deleted
+meanwhile) means the decision was made on a state that is gone: nothing more of that step is written, the
+object and the Node are read again and the step decided again from them (at most RETRIES times per object
+and run, then the Conflict is raised). So two runs at once never write a stale decision over a newer one:
+the phase never moves back and ``timeAssumedRebooted`` is never set again. Events are recorded once a step's
+writes went through. The safe time is computed once per object, when it is first fenced, from the
 SelfNodeRemediationConfig, the worker count and the node's watchdog-timeout annotation
 (core/safetime.py), and kept in ``status.timeAssumedRebooted``, so a run killed at any point
 continues from the object. In check mode one step per object is planned and nothing is written.
@@ -17,6 +23,7 @@ as already gone, not as deleted by this run, and the new pod is left alone.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -51,7 +58,13 @@ from .health import under_maintenance
 CONFIG_NAME = "self-node-remediation-config"
 WORKER_LABEL = "node-role.kubernetes.io/worker"
 MAX_STEPS = 10
+#: Conflicts per object and run: each one a re-read of the object and its Node and a new decision.
 RETRIES = 5
+
+
+class NodeGone(Conflict):
+    """The Node went away between its read and the write of its taints: read again and decide again, as for a
+    Conflict."""
 
 
 @dataclass
@@ -77,6 +90,7 @@ class Outcome:
     taints_removed: list[str] = field(default_factory=list)
     events: list[dict[str, str]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    rereads: int = 0  # Conflicts met: each one a re-read and a new decision, the stale step dropped
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +113,7 @@ class Outcome:
             "taints_removed": self.taints_removed,
             "events": self.events,
             "steps": self.steps,
+            "rereads": self.rereads,
         }
 
 
@@ -182,45 +197,40 @@ class RemediationManager:
         node_name = snr_node(snr)
         outcome = Outcome(namespace, name, node_name, phase_before=phase_of(snr))
         config = self.config(namespace)
-        for _step in range(MAX_STEPS):
+        steps = 0
+        while steps < MAX_STEPS:
             node = self._node(node_name)
-            strategy = resolve_strategy((snr.get("spec") or {}).get("remediationStrategy"), self.git_version())
-            outcome.strategy = strategy
-            seconds = 0.0
-            if config is not None and node is not None and not (snr.get("status") or {}).get("timeAssumedRebooted"):
-                computed = self.safe_time_for(node, config)
-                outcome.safe_time = computed.as_dict()
-                seconds = float(computed.effective_seconds)
-            pods: list[dict[str, Any]] = []
-            attachments: list[dict[str, Any]] = []
-            if node is not None and phase_of(snr) == REBOOT_COMPLETED:
-                pods = self.client.list(PODS, field_selector=f"spec.nodeName={node_name}")["items"]
-                attachments = [
-                    a
-                    for a in self.client.list(VOLUME_ATTACHMENTS)["items"]
-                    if (a.get("spec") or {}).get("nodeName") == node_name
-                ]
-            step = plan_step(
-                snr,
-                node,
-                self.now(),
-                seconds,
-                strategy,
-                under_maintenance=node_name in self.maintenance(),
-                pods=pods,
-                attachments=attachments,
-                config_found=config is not None,
-            )
-            outcome.code, outcome.reason, outcome.wait_until = step.code, step.reason, step.wait_until
-            outcome.steps.append(step.as_dict())
-            self._events(snr, step, outcome)
-            if not step.writes:
+            step = self._plan(snr, node_name, node, config, outcome)
+            if not step.writes or self.check_mode:
+                self._took(snr, step, outcome)
+                if step.writes:  # check mode: what would be written
+                    outcome.changed = True
+                    self._record(step, outcome)
                 break
+            try:
+                updated = self._apply(snr, node, step, outcome)
+            except Conflict as exc:
+                # The object or its Node changed since they were read (or the Node went away): the step was
+                # decided on a state that is gone, so none of the rest of it is written. Read both again and
+                # decide again; what the step wrote before the Conflict is part of what is read.
+                outcome.rereads += 1
+                if outcome.rereads > RETRIES:
+                    raise Conflict(
+                        f"SelfNodeRemediation {namespace}/{name}: the object or node {node_name} kept changing while"
+                        f" its step was written ({RETRIES} re-reads and new decisions); the next run goes on from"
+                        f" what is written ({exc.msg})",
+                        exc.status,
+                        exc.body,
+                    ) from exc
+                try:
+                    snr = self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)
+                except NotFound:
+                    outcome.phase = "Deleted"
+                    return outcome
+                continue
+            steps += 1
             outcome.changed = True
-            if self.check_mode:
-                self._record(step, outcome)
-                break
-            updated = self._apply(snr, node, step, outcome)
+            self._took(snr, step, outcome)
             if updated is None:  # the object is gone
                 outcome.phase = "Deleted"
                 return outcome
@@ -234,6 +244,50 @@ class RemediationManager:
         else:
             outcome.time_assumed_rebooted = status.get("timeAssumedRebooted")
         return outcome
+
+    def _plan(
+        self,
+        snr: Mapping[str, Any],
+        node_name: str,
+        node: dict[str, Any] | None,
+        config: Mapping[str, Any] | None,
+        outcome: Outcome,
+    ) -> Step:
+        """The next step for ``snr`` on ``node`` (None: no Node ``node_name``), both as just read; the pods, the
+        VolumeAttachments, the worker count and the NodeMaintenances are read here."""
+        strategy = resolve_strategy((snr.get("spec") or {}).get("remediationStrategy"), self.git_version())
+        outcome.strategy = strategy
+        seconds = 0.0
+        if config is not None and node is not None and not (snr.get("status") or {}).get("timeAssumedRebooted"):
+            computed = self.safe_time_for(node, config)
+            outcome.safe_time = computed.as_dict()
+            seconds = float(computed.effective_seconds)
+        pods: list[dict[str, Any]] = []
+        attachments: list[dict[str, Any]] = []
+        if node is not None and phase_of(snr) == REBOOT_COMPLETED:
+            pods = self.client.list(PODS, field_selector=f"spec.nodeName={node_name}")["items"]
+            attachments = [
+                a
+                for a in self.client.list(VOLUME_ATTACHMENTS)["items"]
+                if (a.get("spec") or {}).get("nodeName") == node_name
+            ]
+        return plan_step(
+            snr,
+            node,
+            self.now(),
+            seconds,
+            strategy,
+            under_maintenance=node_name in self.maintenance(),
+            pods=pods,
+            attachments=attachments,
+            config_found=config is not None,
+        )
+
+    def _took(self, snr: Mapping[str, Any], step: Step, outcome: Outcome) -> None:
+        """Report ``step`` as taken (its writes, if any, went through) and record its events."""
+        outcome.code, outcome.reason, outcome.wait_until = step.code, step.reason, step.wait_until
+        outcome.steps.append(step.as_dict())
+        self._events(snr, step, outcome)
 
     def _node(self, name: str) -> dict[str, Any] | None:
         try:
@@ -251,9 +305,9 @@ class RemediationManager:
                     self.client.create_event(dict(snr), reason, message, etype)
 
     @staticmethod
-    def _record(step: Step, outcome: Outcome, pods: bool = True) -> None:
-        if pods:  # check mode: what would be deleted
-            outcome.pods_deleted += [f"{ns}/{n}" for ns, n, _uid in step.pods_to_delete]
+    def _record(step: Step, outcome: Outcome) -> None:
+        """Check mode: what the step would write."""
+        outcome.pods_deleted += [f"{ns}/{n}" for ns, n, _uid in step.pods_to_delete]
         outcome.attachments_deleted += list(step.attachments_to_delete)
         outcome.taints_added += [t["key"] for t in step.taints_to_add]
         outcome.taints_removed += list(step.taints_to_remove)
@@ -261,13 +315,21 @@ class RemediationManager:
     def _apply(
         self, snr: dict[str, Any], node: dict[str, Any] | None, step: Step, outcome: Outcome
     ) -> dict[str, Any] | None:
-        """Apply ``step``; the object as it is afterwards, None once it is gone."""
-        meta = snr["metadata"]
-        namespace, name = meta.get("namespace"), meta["name"]
+        """Write ``step``, decided on ``snr`` and ``node`` as read; the object afterwards, None once it is gone.
+
+        The object's writes carry ``snr``'s resourceVersion (then the one the previous write returned), the taints
+        ``node``'s: Conflict (NodeGone) as soon as either changed since, and the caller decides again. Pods go with
+        the UID they were listed with.
+        """
+        name = snr["metadata"]["name"]
+        namespace = snr["metadata"].get("namespace")
         if step.add_finalizer:
-            snr = self._update_object(namespace, name, _add_finalizer)
+            written = self._write_object(_add_finalizer(copy.deepcopy(snr)), outcome)
+            if written is None:
+                return None
+            snr = written
         if (step.taints_to_add or step.taints_to_remove) and node is not None:
-            self._update_taints(node["metadata"]["name"], step)
+            self._write_taints(node, step, outcome)
         for pod_ns, pod_name, pod_uid in step.pods_to_delete:
             try:
                 self.client.delete_pod(pod_name, pod_ns, uid=pod_uid, grace_period=0)
@@ -278,19 +340,16 @@ class RemediationManager:
         for attachment in step.attachments_to_delete:
             with contextlib.suppress(NotFound):
                 self.client.delete(VOLUME_ATTACHMENTS, attachment, propagation_policy="Background")
-        self._record(step, outcome, pods=False)
+            outcome.attachments_deleted.append(attachment)
         if step.status is not None:
-            new_status = step.status
-
-            def set_status(obj: dict[str, Any]) -> dict[str, Any]:
-                obj["status"] = new_status
-                return obj
-
-            snr = self._update_object(namespace, name, set_status, status=True)
+            body = copy.deepcopy(snr)
+            body["status"] = step.status
+            written = self._write_object(body, outcome, status=True)
+            if written is None:
+                return None
+            snr = written
         if step.remove_finalizer:
-            try:
-                self._update_object(namespace, name, _remove_finalizer)
-            except NotFound:
+            if self._write_object(_remove_finalizer(copy.deepcopy(snr)), outcome) is None:
                 return None
             try:
                 return self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)
@@ -298,31 +357,38 @@ class RemediationManager:
                 return None
         return snr
 
-    def _update_object(
-        self, namespace: str | None, name: str, change: Callable[[dict[str, Any]], dict[str, Any]], status: bool = False
-    ) -> dict[str, Any]:
-        for _attempt in range(RETRIES):
-            current = self.client.get(SELF_NODE_REMEDIATIONS, name, namespace)
-            body = change(current)
-            try:
-                return self.client.replace(SELF_NODE_REMEDIATIONS, body, subresource="status" if status else None)
-            except Conflict:
-                continue
-        raise Conflict(f"update SelfNodeRemediation {namespace}/{name}: still conflicting after {RETRIES} re-reads")
+    def _write_object(self, body: dict[str, Any], outcome: Outcome, status: bool = False) -> dict[str, Any] | None:
+        """PUT ``body`` (the object as read, changed), only if it is still at the version read: Conflict when not.
+        The object as written; None when it is gone."""
+        meta = body["metadata"]
+        if not meta.get("resourceVersion"):  # without it the PUT would be unconditional
+            raise ValueError(
+                f"SelfNodeRemediation {meta.get('namespace')}/{meta['name']}: no resourceVersion to write on"
+            )
+        try:
+            written = self.client.replace(SELF_NODE_REMEDIATIONS, body, subresource="status" if status else None)
+        except NotFound:
+            return None
+        outcome.changed = True
+        return written
 
-    def _update_taints(self, node_name: str, step: Step) -> None:
-        for _attempt in range(RETRIES):
-            node = self.client.get(NODES, node_name)
-            taints = taints_after(node, step)
-            if taints is None:
-                return
-            node.setdefault("spec", {})["taints"] = taints
-            try:
-                self.client.replace(NODES, node)
-                return
-            except Conflict:
-                continue
-        raise Conflict(f"update Node {node_name} taints: still conflicting after {RETRIES} re-reads")
+    def _write_taints(self, node: Mapping[str, Any], step: Step, outcome: Outcome) -> None:
+        """Set the taints ``step`` decided on ``node`` (as read), only if the Node is still at that version."""
+        taints = taints_after(node, step)
+        if taints is None:
+            return
+        body = copy.deepcopy(dict(node))
+        name = body["metadata"]["name"]
+        if not body["metadata"].get("resourceVersion"):  # without it the PUT would be unconditional
+            raise ValueError(f"Node {name}: no resourceVersion to write on")
+        body.setdefault("spec", {})["taints"] = taints
+        try:
+            self.client.replace(NODES, body)
+        except NotFound as exc:
+            raise NodeGone(f"node {name} was deleted meanwhile", exc.status, exc.body) from exc
+        outcome.changed = True
+        outcome.taints_added += [t["key"] for t in step.taints_to_add]
+        outcome.taints_removed += list(step.taints_to_remove)
 
     # -- runs -------------------------------------------------------------------------------
     def run(
@@ -361,6 +427,7 @@ def _merge(before: Outcome, after: Outcome) -> Outcome:
     after.taints_added = before.taints_added + after.taints_added
     after.taints_removed = before.taints_removed + after.taints_removed
     after.events = before.events + [e for e in after.events if e not in before.events]
+    after.rereads += before.rereads
     after.steps = before.steps + [
         s for s in after.steps if s.get("code") != Code.WAITING_SAFE_TIME or s["status_update"]
     ]
