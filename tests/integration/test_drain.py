@@ -264,7 +264,7 @@ def test_unsatisfiable_pdb_blocks_until_the_deadline_and_bypass_drains(
     blocked = run_module("drain", {**auth, "name": node, "timeout": 4})
     assert blocked.failed
     assert blocked.result["msg"].startswith(f"Drain of node {node} timed out after 4s")
-    assert "(PDB web-pdb)" in blocked.result["msg"]
+    assert "eviction refused by PodDisruptionBudget web-pdb for " in blocked.result["msg"]
     assert "stays cordoned" in blocked.result["msg"]
     assert blocked.result["pdbs"] == [f"{namespace}/web-pdb"]
     assert blocked.result["totals"]["blocked"] == 2

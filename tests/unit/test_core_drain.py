@@ -274,10 +274,22 @@ def test_outcomes_totals_and_failure_message() -> None:
     }
     msg = d.failure_message("n1", outcomes, 300, timed_out=True)
     assert msg.startswith("Drain of node n1 timed out after 300s: ")
-    assert "ns/b (PDB web-pdb)" in msg
+    assert "eviction refused by PodDisruptionBudget web-pdb for ns/b" in msg
     assert "still terminating: ns/c" in msg
     assert "ns/e: boom" in msg
     assert d.pdb_names(outcomes) == ["ns/web-pdb"]
+
+
+def test_a_failure_message_names_each_cause_once_with_its_pods() -> None:
+    def unreachable(name: str) -> str:
+        return f"Cannot reach the Kubernetes API at https://k:6443: POST /api/v1/namespaces/ns/pods/{name}/eviction."
+
+    outcomes = [d.PodOutcome("ns", f"web-{i}", d.FAILED, error=unreachable(f"web-{i}")) for i in range(40)]
+    outcomes += [d.PodOutcome("ns", f"db-{i}", d.BLOCKED, pdbs=["db"]) for i in range(3)]
+    msg = d.failure_message("n1", outcomes, 180, timed_out=True)
+    assert msg.count("Cannot reach the Kubernetes API") == 1 and msg.count("PodDisruptionBudget") == 1
+    assert all(f"ns/web-{i}" in msg for i in range(40)) and "ns/db-2" in msg
+    assert "pods/<pod>/eviction" in msg and len(msg) < 1500
 
 
 def test_initial_outcomes() -> None:

@@ -292,7 +292,7 @@ def test_pdb_that_never_allows_fails_at_the_deadline_and_keeps_the_cordon(backof
     assert backoffs and sum(backoffs) <= 1.5 + 1e-6, backoffs
     assert backoffs[0] == core.retry_delay(1)
     assert err.value.msg.startswith(f"Drain of node {NODE} timed out after 1.5s: ")
-    assert "ns/a (PDB web-pdb)" in err.value.msg and "stays cordoned" in err.value.msg
+    assert "PodDisruptionBudget web-pdb for ns/a" in err.value.msg and "stays cordoned" in err.value.msg
     result = err.value.result
     assert result["pdbs"] == ["ns/web-pdb"]
     assert {p["name"]: p["action"] for p in result["pods"]} == {"a": "blocked", "b": "evicted"}
@@ -348,7 +348,7 @@ def test_an_api_error_fails_that_pod_without_waiting_for_the_deadline() -> None:
         drain(client, NODE, DrainOptions(timeout=120))
     assert "timed out" not in err.value.msg
     assert err.value.result["seconds"] < 120, "it waited for the deadline"
-    assert "errors: ns/a: evict pod ns/a failed with HTTP 500" in err.value.msg
+    assert "errors: ns/a: evict pod ns/<pod> failed with HTTP 500" in err.value.msg
     assert {p["name"]: p["action"] for p in err.value.result["pods"]} == {"a": "failed", "b": "evicted"}
 
 

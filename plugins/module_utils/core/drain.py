@@ -364,18 +364,23 @@ def totals(outcomes: Iterable[PodOutcome]) -> dict[str, int]:
 def failure_message(node: str, outcomes: Sequence[PodOutcome], timeout: float, timed_out: bool) -> str:
     """Why the drain did not finish: blocked pods with their PDBs, pods still there, errors."""
     parts = []
-    blocked = [o for o in outcomes if o.action == BLOCKED and not o.needs]
-    if blocked:
-        parts.append(
-            "eviction refused by a PodDisruptionBudget for "
-            + ", ".join(f"{o.namespace}/{o.name} (PDB {', '.join(o.pdbs) or 'unknown'})" for o in blocked)
-        )
+    by_pdbs: dict[str, list[str]] = {}
+    for o in outcomes:
+        if o.action == BLOCKED and not o.needs:
+            by_pdbs.setdefault(", ".join(o.pdbs) or "unknown", []).append(f"{o.namespace}/{o.name}")
+    for pdbs, pods in by_pdbs.items():
+        parts.append(f"eviction refused by PodDisruptionBudget {pdbs} for {', '.join(pods)}")
     staying = [o for o in outcomes if o.action == TERMINATING]
     if staying:
         parts.append("still terminating: " + ", ".join(f"{o.namespace}/{o.name}" for o in staying))
-    failed = [o for o in outcomes if o.action == FAILED]
-    if failed:
-        parts.append("errors: " + "; ".join(f"{o.namespace}/{o.name}: {o.error}" for o in failed))
+    # each cause once, with the pods it affects (a message names its pod: that part is left out)
+    by_cause: dict[str, list[str]] = {}
+    for o in outcomes:
+        if o.action == FAILED:
+            cause = re.sub(rf"(?<![\w.-]){re.escape(o.name)}(?![\w.-])", "<pod>", o.error)
+            by_cause.setdefault(cause, []).append(f"{o.namespace}/{o.name}")
+    if by_cause:
+        parts.append("errors: " + "; ".join(f"{', '.join(pods)}: {cause}" for cause, pods in by_cause.items()))
     head = f"Drain of node {node} timed out after {timeout:g}s" if timed_out else f"Drain of node {node} failed"
     return head + (": " + "; ".join(parts) if parts else "") + "."
 
