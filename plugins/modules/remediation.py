@@ -35,6 +35,10 @@ description:
     C(remediation.medik8s.io/exclude-from-remediation=true), nor for an object the C(NodeHealthCheck) marked timed out.
   - Each run makes one pass; with O(wait_timeout) it keeps passing while an object waits for something due within it.
     Progress is kept in the objects, so the next run continues where this one stopped.
+  - A run acts on a node only while it holds that node's C(coordination.k8s.io) Lease C(nodeops-remediation-<node>) (in
+    O(config_namespace), else the object's namespace), and writes only while it can show it holds it; a node whose Lease
+    another run holds is left to that run (code C(Busy)). The credential needs C(get), C(create) and C(update) on Leases
+    there.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.attributes
@@ -133,7 +137,8 @@ remediations:
       type: str
     code:
       description: What the last step was about (Fencing, WaitingSafeTime, Recovering, Completed, CleaningUp,
-        UnderMaintenance, Excluded, NotRebootCapable, StoppedByNHC, NodeNotFound, Disabled, Gone).
+        UnderMaintenance, Excluded, NotRebootCapable, StoppedByNHC, NodeNotFound, Disabled, Gone, Busy: another run
+        holds the node's Lease).
       type: str
     reason:
       description: The last step's reason, for people.

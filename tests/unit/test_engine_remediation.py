@@ -20,6 +20,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remedi
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
 
 UTC = timezone.utc  # noqa: UP017
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
@@ -99,6 +100,16 @@ class FakeClient:
                 self.after_pod_list.pop(0)()
         return {"items": items}
 
+    def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Only the nodes' Leases are created here."""
+        key = (res.plural, namespace or "", body["metadata"]["name"])
+        if key in self.store:
+            raise Conflict(f"{res.plural} {key[2]} already exists", 409)
+        obj = copy.deepcopy(body)
+        obj["metadata"]["namespace"] = namespace or ""
+        self._stored(key, obj, "us")
+        return copy.deepcopy(obj)
+
     def replace(self, res: Resource, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         meta = body["metadata"]
         key = (res.plural, meta.get("namespace", ""), meta["name"])
@@ -122,7 +133,8 @@ class FakeClient:
         self._stored(key, new, "us")
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             del self.store[key]  # as the API server does
-        self.writes.append(("replace" + (f"/{subresource}" if subresource else ""), res.plural, meta["name"]))
+        if res.plural != "leases":  # the run's own bookkeeping, not a write to the cluster's objects
+            self.writes.append(("replace" + (f"/{subresource}" if subresource else ""), res.plural, meta["name"]))
         return copy.deepcopy(new)
 
     # grace_period may come by position, as older callers sent it
@@ -453,3 +465,18 @@ def test_an_object_that_keeps_changing_stops_after_a_bounded_number_of_new_decis
     assert len(fake.before_replace[SNR]) == 2, "not one new decision per Conflict, or more than RETRIES + 1"
     assert [who for who, _phase in fake.phases[-(RETRIES + 1) :]] == ["other"] * (RETRIES + 1)
     assert fake.store[SNR]["status"]["phase"] == "Pre-Reboot-Completed"
+
+
+def test_a_node_whose_lease_another_run_holds_is_left_to_that_run() -> None:
+    fake = FakeClient(objects())
+    other = Lease(fake, "nodeops-remediation-w1", "ops", "other-run")  # type: ignore[arg-type]
+    assert other.try_acquire()
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert outcome.code == "Busy" and "other-run" in outcome.reason
+    assert fake.writes == [] and not fake.store[("nodes", "", "w1")]["spec"].get("taints")
+    other.release()
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert outcome.phase == "Pre-Reboot-Completed"
+    lease = fake.store[("leases", "ops", "nodeops-remediation-w1")]
+    assert lease["spec"]["holderIdentity"] is None  # given up after the run

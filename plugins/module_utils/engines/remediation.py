@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from ..core.health import format_time
 from ..core.remediation import (
@@ -53,6 +54,7 @@ from ..k8s.client import (
     Client,
 )
 from ..k8s.errors import OBJECT_GONE, Conflict, MissingResourceType, NotFound
+from ..k8s.lease import GuardedClient, Lease, default_identity
 from .health import under_maintenance
 
 CONFIG_NAME = "self-node-remediation-config"
@@ -117,6 +119,14 @@ class Outcome:
         }
 
 
+def node_lease_name(node: str) -> str:
+    """The name of a node's remediation Lease: a DNS subdomain of at most 253 characters."""
+    name = f"nodeops-remediation-{node}"
+    if len(name) <= 253:
+        return name
+    return f"nodeops-remediation-{hashlib.sha256(node.encode()).hexdigest()[:16]}"
+
+
 def snr_node(snr: Mapping[str, Any]) -> str:
     meta = snr.get("metadata") or {}
     return str((meta.get("annotations") or {}).get("remediation.medik8s.io/node-name") or meta.get("name", ""))
@@ -133,6 +143,8 @@ class RemediationManager:
         watchdog_timeout: float | None = None,
     ) -> None:
         self.client = client
+        self.writer = client  # the client for writes: guarded by the node's Lease while a run acts on it
+        self.identity = default_identity()
         self.now = now
         self.check_mode = check_mode
         self.emit_events = emit_events
@@ -192,9 +204,31 @@ class RemediationManager:
 
     # -- one object -------------------------------------------------------------------------
     def run_one(self, snr: dict[str, Any]) -> Outcome:
+        """The steps of one object, under the Lease of its node (one run at a time acts on a node: two runs
+        at once would both decide on what the other is changing)."""
         meta = snr["metadata"]
         namespace, name = str(meta.get("namespace", "")), str(meta["name"])
         node_name = snr_node(snr)
+        if self.check_mode:
+            self.writer = self.client
+            return self._run_one(snr, namespace, name, node_name)
+        lease = Lease(self.client, node_lease_name(node_name), self.config_namespace or namespace, self.identity)
+        if not lease.acquire(0):
+            outcome = Outcome(namespace, name, node_name, phase_before=phase_of(snr), phase=phase_of(snr))
+            outcome.code = "Busy"
+            outcome.reason = (
+                f"another run ({lease.holder}) holds Lease {lease.namespace}/{lease.name} of node {node_name};"
+                " nothing was done for it in this run"
+            )
+            return outcome
+        self.writer = cast(Client, GuardedClient(self.client, lease))
+        try:
+            return self._run_one(snr, namespace, name, node_name)
+        finally:
+            self.writer = self.client
+            lease.release(retry_for=10.0)
+
+    def _run_one(self, snr: dict[str, Any], namespace: str, name: str, node_name: str) -> Outcome:
         outcome = Outcome(namespace, name, node_name, phase_before=phase_of(snr))
         config = self.config(namespace)
         steps = 0
@@ -302,7 +336,7 @@ class RemediationManager:
             outcome.events.append({"type": etype, "reason": reason, "message": message})
             if self.emit_events and not self.check_mode:
                 with contextlib.suppress(NotFound):
-                    self.client.create_event(dict(snr), reason, message, etype)
+                    self.writer.create_event(dict(snr), reason, message, etype)
 
     @staticmethod
     def _record(step: Step, outcome: Outcome) -> None:
@@ -332,14 +366,14 @@ class RemediationManager:
             self._write_taints(node, step, outcome)
         for pod_ns, pod_name, pod_uid in step.pods_to_delete:
             try:
-                self.client.delete_pod(pod_name, pod_ns, uid=pod_uid, grace_period=0)
+                self.writer.delete_pod(pod_name, pod_ns, uid=pod_uid, grace_period=0)
             except OBJECT_GONE:  # deleted meanwhile, or a new pod has its name now: not ours to delete
                 outcome.pods_already_gone.append(f"{pod_ns}/{pod_name}")
             else:
                 outcome.pods_deleted.append(f"{pod_ns}/{pod_name}")
         for attachment in step.attachments_to_delete:
             with contextlib.suppress(NotFound):
-                self.client.delete(VOLUME_ATTACHMENTS, attachment, propagation_policy="Background")
+                self.writer.delete(VOLUME_ATTACHMENTS, attachment, propagation_policy="Background")
             outcome.attachments_deleted.append(attachment)
         if step.status is not None:
             body = copy.deepcopy(snr)
@@ -366,7 +400,7 @@ class RemediationManager:
                 f"SelfNodeRemediation {meta.get('namespace')}/{meta['name']}: no resourceVersion to write on"
             )
         try:
-            written = self.client.replace(SELF_NODE_REMEDIATIONS, body, subresource="status" if status else None)
+            written = self.writer.replace(SELF_NODE_REMEDIATIONS, body, subresource="status" if status else None)
         except NotFound:
             return None
         outcome.changed = True
@@ -383,7 +417,7 @@ class RemediationManager:
             raise ValueError(f"Node {name}: no resourceVersion to write on")
         body.setdefault("spec", {})["taints"] = taints
         try:
-            self.client.replace(NODES, body)
+            self.writer.replace(NODES, body)
         except NotFound as exc:
             raise NodeGone(f"node {name} was deleted meanwhile", exc.status, exc.body) from exc
         outcome.changed = True
