@@ -351,3 +351,13 @@ def test_condition_keeps_the_transition_time_while_the_status_stays() -> None:
 def test_unknown_reason_is_left_alone() -> None:
     step = lc.next_step(nm("Paused"), node(), NOW)
     assert step.idle and "Paused" in step.waiting
+
+
+def test_a_drain_over_several_passes_keeps_the_counts_of_its_start() -> None:
+    earlier = {"totalPods": 100, "evictionPods": 90, "drainProgress": 40, "waitForEviction": ["x"] * 54}
+    this_pass = {"totalPods": 12, "evictionPods": 9, "drainProgress": 0, "waitForEviction": ["x"] * 9}
+    kept = lc.drain_counts_of_the_attempt(earlier, this_pass)
+    assert kept == {"totalPods": 100, "evictionPods": 90, "drainProgress": 90}
+    # a first pass, or one that sees more pods than before, keeps its own numbers
+    assert lc.drain_counts_of_the_attempt({}, this_pass) == {}
+    assert lc.drain_counts_of_the_attempt(this_pass, earlier) == {}

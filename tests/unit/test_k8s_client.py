@@ -187,3 +187,54 @@ def test_inline_kubeconfig_secrets_are_found() -> None:
     }
     assert kubeconfig_secrets(kubeconfig) == {"tok", "pw", "key", "idt", "rt"}
     assert kubeconfig_secrets("/path/to/kubeconfig") == set()
+
+
+def test_a_connection_that_ends_during_tls_is_retried_a_bad_certificate_is_not(tmp_path: Path) -> None:
+    """A server going down or starting drops connections mid-handshake: retried. A wrong CA: not."""
+    import ssl
+    import threading
+
+    from support.node_agent import issue
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    hangups = {"left": 2}
+    ca = issue("test-ca")
+    cert, key = issue("127.0.0.1", ca, ips=["127.0.0.1"]).write(tmp_path, "server")
+    ca_file = ca.write(tmp_path, "ca")[0]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _peer = listener.accept()
+            except OSError:
+                return
+            if hangups["left"] > 0:  # reads the ClientHello, then goes away
+                hangups["left"] -= 1
+                conn.recv(4096)
+                conn.close()
+                continue
+            try:
+                with context.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(65536)
+                    body = b'{"gitVersion": "v1.36.3"}'
+                    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                    tls.sendall(head + body)
+            except (OSError, ssl.SSLError):  # the client that does not trust this certificate hangs up
+                continue
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        params = empty_params() | {"host": f"https://127.0.0.1:{port}", "api_key": "t", "ca_cert": str(ca_file)}
+        client = Client(load_configuration(params))
+        assert client.server_version()["gitVersion"] == "v1.36.3"
+        assert client.retried == 2
+        stranger = issue("other-ca").write(tmp_path, "other")[0]
+        other = Client(load_configuration(params | {"ca_cert": str(stranger)}))
+        with pytest.raises(errors.Unreachable, match="Set ca_cert"):
+            other.server_version()
+        assert other.retried == 0
+    finally:
+        listener.close()

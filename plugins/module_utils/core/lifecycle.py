@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import cordon as _cordon_core
+from . import drain as drain_core
 from . import rfc3339 as _rfc3339
 from .scheduler import FINALIZER, INITIAL_UNSCHEDULABLE_ANNOTATION
 
@@ -430,6 +431,20 @@ def drain_started_at(obj: Mapping[str, Any], now: float) -> float:
     return now if start is None else start
 
 
+def drain_counts_of_the_attempt(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """``status.drain``'s counts for an attempt that spans passes: ``totalPods`` and ``evictionPods`` are those of
+    the attempt's start (each later pass sees only the pods left), ``drainProgress`` is measured against them."""
+    out: dict[str, Any] = {}
+    for key in ("totalPods", "evictionPods"):
+        earlier, now = previous.get(key), current.get(key)
+        if isinstance(earlier, int) and isinstance(now, int) and earlier > now:
+            out[key] = earlier
+    if "evictionPods" in out:
+        remaining = len(current.get("waitForEviction") or [])
+        out["drainProgress"] = drain_core.progress_percent(out["evictionPods"], remaining)
+    return out
+
+
 def _drain(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
     spec = nm.drain_spec
     if spec is None:
@@ -440,7 +455,8 @@ def _drain(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
             step.annotations[DRAIN_START_ANNOTATION] = None
         return step
     step = Step()
-    if parse_time(nm.annotations.get(DRAIN_START_ANNOTATION)) is None:
+    attempt_started = parse_time(nm.annotations.get(DRAIN_START_ANNOTATION)) is not None
+    if not attempt_started:
         step.annotations[DRAIN_START_ANNOTATION] = rfc3339(now)
     report = seen.drain
     if report is None:
@@ -448,6 +464,8 @@ def _drain(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
         return step
     status = dict(report.status)
     previous = nm.status.get("drain") or {}
+    if attempt_started:
+        status.update(drain_counts_of_the_attempt(previous, status))
     if report.blocking_pods:
         status["blockingPods"] = sorted(report.blocking_pods)
     if report.blocking_pdbs:

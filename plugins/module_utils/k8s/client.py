@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -378,6 +379,13 @@ class Client:
                 preload_content=not stream,
             )
         except urllib3.exceptions.SSLError as exc:
+            cause = exc.args[0] if exc.args else None
+            if isinstance(cause, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)):
+                # the connection ended during the handshake (a server going down or starting): no answer yet
+                raise Unreachable(
+                    f"Cannot reach the Kubernetes API at {self.host}: the connection ended during TLS ({exc}).",
+                    transient=True,
+                ) from exc
             raise Unreachable(
                 f"TLS with the API server at {self.host} failed: {exc}. Set ca_cert to the cluster's CA "
                 "(or validate_certs: false for a test cluster)."
