@@ -243,7 +243,7 @@ def status(agent: AgentProcess) -> dict[str, Any]:
     return result
 
 
-def wait_checks(agents: list[AgentProcess], more: int, timeout: float = 30) -> None:
+def wait_checks(agents: list[AgentProcess], more: int, timeout: float = 90) -> None:
     """Until every agent has done ``more`` further API checks."""
     targets = {agent.name: status(agent)["checks"] + more for agent in agents}
     wait_for(lambda: all(status(a)["checks"] >= targets[a.name] for a in agents), timeout, f"{more} more API checks")
@@ -257,7 +257,7 @@ def test_agents_in_network_namespaces(lab: dict[str, Any], api: client.ApiClient
     report: list[str] = []
 
     # 1. steady state: every agent reaches the API, feeds its watchdog, nobody fences
-    wait_for(lambda: all(status(a)["state"] == "healthy" for a in agents), 30, "all agents healthy")
+    wait_for(lambda: all(status(a)["state"] == "healthy" for a in agents), 90, "all agents healthy")
     fed = {a.name: a.fed_bytes() for a in agents}
     wait_checks(agents, 3)
     for agent in agents:
@@ -270,10 +270,10 @@ def test_agents_in_network_namespaces(lab: dict[str, Any], api: client.ApiClient
     # 2. agent 0 loses only the API; its peers answer "healthy" → no fence
     lost = agents[0]
     forwarder.blocked.add(net.addresses[0])
-    wait_for(lambda: status(lost)["verdicts"].get("PeerReportsHealthy", 0) >= 2, 30, "two healthy answers from peers")
+    wait_for(lambda: status(lost)["verdicts"].get("PeerReportsHealthy", 0) >= 2, 90, "two healthy answers from peers")
     assert not status(lost)["fenced"], lost.log_tail()
     forwarder.blocked.clear()
-    wait_for(lambda: status(lost)["api_errors"] == 0 and status(lost)["state"] == "healthy", 20, "API back")
+    wait_for(lambda: status(lost)["api_errors"] == 0 and status(lost)["state"] == "healthy", 90, "API back")
 
     # 3. the API is down for everybody: peers answer "API error" → control-plane outage, nobody fences
     forwarder.down = True
@@ -284,7 +284,7 @@ def test_agents_in_network_namespaces(lab: dict[str, Any], api: client.ApiClient
     )
     assert not any(status(a)["fenced"] for a in agents), [a.log_tail() for a in agents]
     forwarder.down = False
-    wait_for(lambda: all(status(a)["state"] == "healthy" for a in agents), 30, "all agents healthy again")
+    wait_for(lambda: all(status(a)["state"] == "healthy" for a in agents), 90, "all agents healthy again")
 
     # 4. a SelfNodeRemediation for agent 1's node → that node fences, the others do not
     target = agents[1]
@@ -300,7 +300,7 @@ def test_agents_in_network_namespaces(lab: dict[str, Any], api: client.ApiClient
         },
     )
     created = time.monotonic()
-    wait_for(lambda: status(target)["fenced"], 20, "the remediated node fencing")
+    wait_for(lambda: status(target)["fenced"], 90, "the remediated node fencing")
     report.append(f"remediation object → fenced in {time.monotonic() - created:.1f}s")
     stopped_at = target.fed_bytes()
     wait_for(target.reboots, FAST["watchdogTimeoutSeconds"] + 20, "the software reboot after the watchdog timeout")

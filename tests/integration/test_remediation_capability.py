@@ -13,9 +13,9 @@ import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import RemediationManager
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import PODS, Client
 from cluster import kwok
+from integration.test_drain import replace_pod
 from integration.test_node_health import SNR_GROUP, VERSION, crds, token_auth
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 from support.ansible_cli import run_module
 
 pytestmark = pytest.mark.integration
@@ -148,7 +148,7 @@ def test_a_pod_recreated_elsewhere_between_the_list_and_the_deletion_stays_untou
             result = listing(res, namespace, **kw)
             if res is PODS and not replaced:
                 assert [p["metadata"]["uid"] for p in result["items"]] == [scene["uid"]]
-                replaced.append(recreate(core, ns, "db-0", healthy))
+                replaced.append(replace_pod(core, ns, "db-0", healthy, {}))
             return result
 
         client.list = list_then_replace  # type: ignore[method-assign]
@@ -165,21 +165,3 @@ def test_a_pod_recreated_elsewhere_between_the_list_and_the_deletion_stays_untou
         assert again["pods_deleted"] == [] and core.read_namespaced_pod("db-0", ns).metadata.uid == replaced[0]
     finally:
         kwok.delete_nodes(api, [healthy], timeout=120)
-
-
-def recreate(core: k8s.CoreV1Api, namespace: str, name: str, node: str) -> str:
-    """Delete the pod at once and create a new one of the same name on ``node``; the new pod's UID."""
-    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return True
-            raise
-        return False
-
-    kwok.wait_until(gone, 60, f"pod {name} to be gone")
-    body = {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}}
-    return str(core.create_namespaced_pod(namespace, body).metadata.uid)

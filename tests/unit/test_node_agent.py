@@ -210,8 +210,8 @@ def test_feeds_the_watchdog_and_disarms_on_a_clean_stop(
 ) -> None:
     agent = make_agent("w1", tmp_path, pki, fake_api, [])
     agents.append(agent.start())
-    first = wait_for(agent.fed_bytes, 5, "a first feed")
-    wait_for(lambda: agent.fed_bytes() >= first + 2, 10, "two more feeds (every second with a 3 s timeout)")
+    first = wait_for(agent.fed_bytes, 60, "a first feed")
+    wait_for(lambda: agent.fed_bytes() >= first + 2, 60, "two more feeds (every second with a 3 s timeout)")
     assert agent.stop() == 0
     data = agent.watchdog.read_bytes()
     assert data.endswith(b"V") and set(data[:-1]) == {0}
@@ -223,16 +223,16 @@ def test_remediation_for_this_node_fences_once(
 ) -> None:
     agent = make_agent("w1", tmp_path, pki, fake_api, [])
     agents.append(agent.start())
-    wait_for(lambda: agent.fed_bytes() >= 2, 10, "feeding")
+    wait_for(lambda: agent.fed_bytes() >= 2, 60, "feeding")
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
     fake_api.remediations = [
         {"metadata": {"name": "w1", "namespace": "ops", "uid": "u1", "creationTimestamp": created}}
     ]
-    status = wait_for(lambda: (s := agent.status()) and s["fenced"] and s, 10, "fencing")
+    status = wait_for(lambda: (s := agent.status()) and s["fenced"] and s, 60, "fencing")
     assert "SelfNodeRemediation ops/w1" in status["fence_reason"]
     fed = agent.fed_bytes()
     # software fallback after the watchdog timeout (3 s) + 10 s; no feed meanwhile
-    wait_for(agent.reboots, 20, "the recorded software reboot")
+    wait_for(agent.reboots, 60, "the recorded software reboot")
     assert agent.fed_bytes() == fed
     assert len(agent.reboots()) == 1
     # a stop while fenced must not disarm the watchdog
@@ -248,7 +248,7 @@ def test_old_remediation_served_by_the_last_boot_does_not_fence(
     ]
     agent = make_agent("w1", tmp_path, pki, fake_api, [])
     agents.append(agent.start())
-    wait_for(lambda: len([p for p in fake_api.requests if "selfnoderemediations" in p]) >= 2, 10, "two checks")
+    wait_for(lambda: len([p for p in fake_api.requests if "selfnoderemediations" in p]) >= 2, 60, "two checks")
     assert agent.status()["fenced"] is False
 
 
@@ -258,7 +258,7 @@ def test_without_a_watchdog_fences_through_the_reboot_command_at_once(
     agent = make_agent("w1", tmp_path, pki, fake_api, [], watchdogFilePath=str(tmp_path / "missing"))
     agents.append(agent.start())
     fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
-    wait_for(agent.reboots, 10, "the software reboot")
+    wait_for(agent.reboots, 60, "the software reboot")
 
 
 def test_without_a_watchdog_and_without_software_reboot_refuses_to_run(
@@ -276,6 +276,9 @@ def test_without_a_watchdog_and_without_software_reboot_refuses_to_run(
     )
     assert result.returncode == 3
     assert "cannot be fenced" in result.stderr
+    # and it said on its Node, before it exited, that the node is not reboot-capable
+    capable = "is-reboot-capable.self-node-remediation.medik8s.io"
+    assert [patch["metadata"]["annotations"][capable] for _name, patch in fake_api.patches] == ["false"]
 
 
 def test_failed_reboot_command_falls_back_to_sysrq(
@@ -287,7 +290,7 @@ def test_failed_reboot_command_falls_back_to_sysrq(
     agents.append(agent.start())
     fake_api.remediations = [{"metadata": {"name": "w1", "namespace": "ops", "uid": "u1"}}]
     sysrq = Path(agent.config["sysrqTriggerPath"])
-    wait_for(lambda: sysrq.exists() and sysrq.read_text() == "b", 10, "the sysrq write")
+    wait_for(lambda: sysrq.exists() and sysrq.read_text() == "b", 60, "the sysrq write")
 
 
 # -- decisions with two agents on loopback -------------------------------------------------------------------
@@ -592,23 +595,6 @@ def test_a_watchdog_that_fails_to_open_makes_the_node_not_capable(
     agents.append(agent.start())
     wait_for(lambda: fake_api.patches, 60, "the annotations")
     assert fake_api.patches[0][1]["metadata"]["annotations"][CAPABLE] == "false"
-
-
-def test_an_agent_that_cannot_fence_says_so_before_it_exits(
-    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi
-) -> None:
-    agent = make_agent(
-        "w1", tmp_path, pki, fake_api, [], watchdogFilePath=str(tmp_path / "missing"), isSoftwareRebootEnabled=False
-    )
-    result = subprocess.run(
-        [sys.executable, str(AGENT), "--config", str(agent.directory / "config.json")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 3
-    assert [patch["metadata"]["annotations"][CAPABLE] for _name, patch in fake_api.patches] == ["false"]
 
 
 # -- footprint -----------------------------------------------------------------------------------------------
