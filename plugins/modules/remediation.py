@@ -137,8 +137,8 @@ remediations:
       type: str
     code:
       description: What the last step was about (Fencing, WaitingSafeTime, Recovering, Completed, CleaningUp,
-        UnderMaintenance, Excluded, NotRebootCapable, StoppedByNHC, NodeNotFound, Disabled, Gone, Busy: another run
-        holds the node's Lease).
+        UnderMaintenance, Excluded, NotRebootCapable, StoppedByNHC, NodeNotFound, Disabled, Gone, and Busy when another
+        run holds the node's Lease).
       type: str
     reason:
       description: The last step's reason, for people.
