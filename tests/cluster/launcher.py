@@ -80,7 +80,8 @@ REBOOT_ANNOTATION = "maintenance.nodeops.io/simulated-reboot-until"
 # kwok's configuration and its stages: our own, minimal lifecycle for nodes and pods. A node that is not Ready
 # is made Ready once; after that its health is carried by the node Lease that kwok renews
 # (like a kubelet, which posts its status rarely and renews its lease often). Scheduled
-# pods become Running and Ready, pods of Jobs then Succeed, deleted pods are finished.
+# pods become Running and Ready, pods of Jobs then Succeed, Running pods marked not Ready (by the
+# node-lifecycle controller) are Ready again, deleted pods are finished.
 # ``@K8S_VERSION@`` is replaced with the version of the control plane.
 KWOK_STAGES = """\
 apiVersion: config.kwok.x-k8s.io/v1alpha1
@@ -265,6 +266,40 @@ spec:
       podIP: {{ . | Quote }}
       podIPs: [{ip: {{ . | Quote }}}]
       {{ end }}
+---
+# A kubelet posts its pods' status again once it can: after the node-lifecycle controller marked the pods of a
+# node NotReady because it missed the node's Lease renewals (while kube-apiserver was down, say), they are Ready
+# again. kwok does not look at a Running pod again by itself, so this stage does it.
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: nodeops-pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: In
+      values: ["False"]
+  next:
+    patches:
+    - subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        conditions:
+        - {type: PodScheduled, status: "True", lastTransitionTime: {{ $now | Quote }}}
+        - {type: PodReadyToStartContainers, status: "True", lastTransitionTime: {{ $now | Quote }}}
+        - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+        - {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+        - {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -592,7 +627,8 @@ class Cluster:
 
     ``Cluster(workdir, bindir).start()`` returns once the API server is ready, every component
     answers its health check and the ``default`` ServiceAccount exists (pods can be created).
-    ``stop()`` terminates exactly the processes it started.
+    ``stop()`` terminates exactly the processes it started. ``kill(name)`` and ``restart(name)`` crash
+    one component and start it again in its place (same arguments and ports), for fault tests.
     """
 
     def __init__(self, workdir: str | os.PathLike[str], bindir: str | os.PathLike[str]) -> None:
@@ -692,6 +728,65 @@ class Cluster:
     def ready(self) -> bool:
         """True when the API server answers /readyz with 200."""
         return self._apiserver_ready()
+
+    def healthy(self, name: str) -> bool:
+        """True when the component ``name`` answers its health check (/readyz of kube-apiserver)."""
+        return self._health_check(name)[1]()
+
+    def kill(self, name: str) -> int:
+        """SIGKILL the component ``name`` (a crash: no shutdown of its own) and wait until it is gone.
+
+        The process is the one recorded for this work directory, signalled only while its PID still runs
+        its binary with this work directory (as ``stop()`` checks). Its record stays, no longer running,
+        until :meth:`restart` replaces it. Returns the PID killed. ClusterError when it is not running.
+        """
+        with self._lock:
+            proc = self._recorded(name)
+            if not (proc.running() and _is_ours(proc.pid, proc.binary, self.workdir)):
+                raise ClusterError(f"{name} (PID {proc.pid}) is not running; nothing to kill")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            if proc.popen is not None:
+                proc.popen.wait(timeout=30)  # reaped: no zombie left behind
+            else:
+                deadline = time.monotonic() + 30
+                while _alive(proc.pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            if proc.running():
+                raise ClusterError(f"{name} (PID {proc.pid}) still runs 30 s after SIGKILL")
+            if proc.log is not None:
+                proc.log.close()
+                proc.log = None
+            return proc.pid
+
+    def restart(self, name: str, *, timeout: float = 120.0) -> int:
+        """Start the component ``name`` again after :meth:`kill` (or a crash): the same binary, arguments and
+        ports, its output appended to the same log. Returns once it answers its health check (/readyz for
+        kube-apiserver), with the new PID recorded in its place (pids.json too), so that ``stop()`` and a
+        later session's clean-up stop it in the usual order. The other components reconnect by themselves.
+
+        ClusterError when it is still running, or when it (or another component) exits or ``timeout``
+        passes before it is ready.
+        """
+        began = time.monotonic()
+        with self._lock:
+            proc = self._recorded(name)
+            if proc.running() and _is_ours(proc.pid, proc.binary, self.workdir):
+                raise ClusterError(f"{name} (PID {proc.pid}) is still running; kill it first")
+            new = self._launch(name)
+            self._procs[self._procs.index(proc)] = new  # its place: stop() goes through them newest first
+            self._record_pids()
+        self._wait_healthy(name, began + timeout, restarted_at=began)
+        return new.pid
+
+    def _recorded(self, name: str) -> _Process:
+        """The recorded process of ``name``; a Cluster made by ``attach()`` takes over the records first."""
+        if not self._procs:
+            self._procs = _recorded_processes(self.workdir)
+        for proc in self._procs:
+            if proc.name == name:
+                return proc
+        raise ClusterError(f"no {name} recorded in {self.workdir / 'pids.json'}")
 
     @classmethod
     def attach(cls, workdir: str | os.PathLike[str]) -> Cluster:
@@ -878,6 +973,13 @@ class Cluster:
         raise ValueError(name)
 
     def _spawn(self, name: str) -> _Process:
+        proc = self._launch(name)
+        self._procs.append(proc)
+        self._record_pids()
+        return proc
+
+    def _launch(self, name: str) -> _Process:
+        """Start one component (not recorded yet): its binary with ``_args(name)``, output to its log."""
         binary = str(self.bindir / name)
         argv = [binary, *self._args(name)]
         log = (self.logdir / f"{name}.log").open("ab")
@@ -895,26 +997,38 @@ class Cluster:
             env=env,
             start_new_session=True,
         )
-        proc = _Process(name=name, binary=binary, pid=popen.pid, popen=popen, log=log)
-        self._procs.append(proc)
-        self._record_pids()
-        return proc
+        return _Process(name=name, binary=binary, pid=popen.pid, popen=popen, log=log)
+
+    def _health_check(self, name: str) -> tuple[str, Callable[[], bool]]:
+        """(what, check) of the health endpoint that says ``name`` is ready: /readyz of kube-apiserver,
+        /health of etcd, /healthz of the others."""
+        p = self.ports
+        if name == "etcd":
+            url = f"http://{LOOPBACK}:{p['etcd']}/health"
+            return "/health", lambda: _ok(_http_get(url))
+        if name == "kube-apiserver":
+            return "/readyz", self._apiserver_ready
+        if name in ("kube-controller-manager", "kube-scheduler"):
+            url, insecure = f"https://{LOOPBACK}:{p[name]}/healthz", _insecure_context()
+            return "/healthz", lambda: _ok(_http_get(url, context=insecure))
+        if name == "kwok":
+            url = f"http://{LOOPBACK}:{p['kwok']}/healthz"
+            return "/healthz", lambda: _ok(_http_get(url))
+        raise ValueError(name)
+
+    def _wait_healthy(self, name: str, deadline: float, restarted_at: float | None = None) -> None:
+        what, check = self._health_check(name)
+        self._wait(name, what, deadline, check, restarted_at)
 
     def _start_all(self, deadline: float) -> None:
-        p = self.ports
         self._spawn("etcd")
-        etcd_health = f"http://{LOOPBACK}:{p['etcd']}/health"
-        self._wait("etcd", "/health", deadline, lambda: _ok(_http_get(etcd_health)))
+        self._wait_healthy("etcd", deadline)
         self._spawn("kube-apiserver")
-        self._wait("kube-apiserver", "/readyz", deadline, self._apiserver_ready)
+        self._wait_healthy("kube-apiserver", deadline)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             self._spawn(name)
-        insecure = _insecure_context()
-        for name in ("kube-controller-manager", "kube-scheduler"):
-            url = f"https://{LOOPBACK}:{p[name]}/healthz"
-            self._wait(name, "/healthz", deadline, lambda url=url: _ok(_http_get(url, context=insecure)))
-        kwok_health = f"http://{LOOPBACK}:{p['kwok']}/healthz"
-        self._wait("kwok", "/healthz", deadline, lambda: _ok(_http_get(kwok_health)))
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self._wait_healthy(name, deadline)
         # The ServiceAccount admission plugin rejects pods until the controller-manager made it.
         sa_url = f"{self.server}/api/v1/namespaces/default/serviceaccounts/default"
         self._wait(
@@ -927,10 +1041,18 @@ class Cluster:
     def _apiserver_ready(self) -> bool:
         return bool(self.server) and _ok(self._api_get(f"{self.server}/readyz"))
 
-    def _wait(self, component: str, what: str, deadline: float, check: Callable[[], bool]) -> None:
+    def _wait(
+        self,
+        component: str,
+        what: str,
+        deadline: float,
+        check: Callable[[], bool],
+        restarted_at: float | None = None,
+    ) -> None:
         """Poll ``check`` until it is true; fail if a started process dies or the deadline passes.
 
-        ``component`` names the log whose tail explains a timeout.
+        ``component`` names the log whose tail explains a timeout. The time it took goes to ``timings``: since
+        start() began, or for a restart (``restarted_at``) since the restart, under "<component> <what> restart".
         """
         while True:
             for proc in self._procs:
@@ -941,7 +1063,10 @@ class Cluster:
                         f"tail of {self.logdir / (proc.name + '.log')}:\n{self.log_tail(proc.name)}"
                     )
             if check():
-                self.timings[f"{component} {what}"] = round(time.monotonic() - self._began, 2)
+                if restarted_at is None:
+                    self.timings[f"{component} {what}"] = round(time.monotonic() - self._began, 2)
+                else:
+                    self.timings[f"{component} {what} restart"] = round(time.monotonic() - restarted_at, 2)
                 return
             if time.monotonic() > deadline:
                 raise ClusterError(
