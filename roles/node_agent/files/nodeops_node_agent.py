@@ -33,7 +33,6 @@ import json
 import logging
 import math
 import os
-import random
 import signal
 import socket
 import socketserver
@@ -654,9 +653,9 @@ class Agent:
             LOG.warning("cannot read the peer list %s: %s", self.cfg["peersFile"], err)
             self.peers_ok = False
             return
-        # every node asks its peers in an order of its own, so an outage does not send the whole
-        # fleet's questions to the first few nodes of the list
-        random.Random(self.node).shuffle(peers)
+        # every node asks its peers in an order of its own (str hashes differ from process to process), so
+        # an outage does not send the whole fleet's questions to the first few nodes of the list
+        peers.sort(key=lambda peer: hash((self.node, peer["name"])))
         self.peers = peers
         self.peer_addresses = frozenset(address for peer in peers for address in resolve(peer["address"]))
         self.peers_ok = True
