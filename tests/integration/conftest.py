@@ -26,6 +26,7 @@ from cluster.build import build
 from cluster.launcher import Cluster, stop_recorded
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from support.cleanup import drop_finalizers
 
 CLUSTER_KEY = pytest.StashKey[Cluster]()
 INTEGRATION_DIR = Path(__file__).resolve().parent
@@ -81,6 +82,7 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
     try:
         yield name
     finally:
+        drop_finalizers(api, name)
         try:
             core.delete_namespace(name)
         except ApiException as err:

@@ -17,6 +17,7 @@ from integration.test_crds import run_role
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from support.ansible_cli import run_module
+from support.cleanup import drop_finalizers
 
 pytestmark = pytest.mark.integration
 
@@ -216,6 +217,7 @@ def test_config_missing_gives_the_defaults(cluster: Any, crds: None, namespace: 
 def test_missing_crd_gives_the_client_layer_error(cluster: Any, api: k8s.ApiClient, tmp_path: Path) -> None:
     """Without the NodeMaintenance CRD the module fails with the client layer's message; the CRDs are restored."""
     ext = k8s.ApiextensionsV1Api(api)
+    drop_finalizers(api)  # objects of earlier tests on this control plane would hold the CRD's deletion
     try:
         ext.delete_custom_resource_definition(NM_CRD)
     except ApiException as err:
