@@ -493,6 +493,49 @@ def test_one_lying_peer_is_outvoted_by_two_honest_ones(
         liar.stop()
 
 
+def test_an_api_server_that_hangs_is_an_outage_not_isolation(
+    tmp_path: Path, pki: dict[str, Any], agents: list[AgentProcess]
+) -> None:
+    """The API does not answer at all, not even the connection (a powered-off control plane behind an address
+    that drops packets): the peers answer ApiError in time, so nobody counts as isolated and nobody fences."""
+    # a listening socket that never accepts, its backlog full: new connections get no answer at all
+    blackhole = socket.socket()
+    blackhole.bind(("127.0.0.1", 0))
+    blackhole.listen(0)
+    held: list[socket.socket] = []
+    while len(held) < 8:  # fill the backlog until a connection is no longer answered
+        try:
+            held.append(socket.create_connection(blackhole.getsockname(), timeout=1))
+        except TimeoutError:
+            break
+    assert len(held) < 8, "the backlog did not fill"
+    hung = FakeApi(tmp_path / "hung").start()
+    hung.port = int(blackhole.getsockname()[1])  # its token and CA, the black hole's port
+    ports = [free_port() for _index in range(3)]
+    peers = [{"name": f"w{i + 1}", "address": "127.0.0.1", "port": ports[i]} for i in range(3)]
+    try:
+        # upstream's default API timeouts: an answer that read the hung API would come after the exchange's end
+        slow = {"apiServerTimeout": "5s", "peerApiServerTimeout": "5s"}
+        started = [
+            make_agent(f"w{i + 1}", tmp_path, pki, hung, peers, hostPort=ports[i], **slow).start() for i in range(3)
+        ]
+        agents.extend(started)
+        for agent in started:
+            wait_for(
+                lambda agent=agent: (s := agent.status()) and s["verdicts"].get("ApiServerOutage", 0) >= 3,
+                120,
+                f"three outage verdicts of {agent.name}",
+            )
+        for agent in started:
+            status = agent.status()
+            assert status is not None and not status["fenced"] and "Isolated" not in status["verdicts"], status
+    finally:
+        blackhole.close()
+        for sock in held:
+            sock.close()
+        hung.stop()
+
+
 # -- a fence lasts until the reboot ---------------------------------------------------------------------------
 def test_the_watchdog_is_first_fed_after_a_check_that_passed(
     tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]

@@ -57,7 +57,8 @@ WDIOC_GETTIMEOUT = 0x80045707  # _IOR('W', 7, int)
 MAX_PEER_CONNECTIONS = 32
 PEER_SERVER_IO_TIMEOUT = 5.0
 MAX_PEER_CONNECTIONS_PER_SOURCE = 4
-PEER_EXCHANGE_SECONDS = 5.0  # a peer's whole exchange, TLS handshake included
+PEER_EXCHANGE_SECONDS = 5.0  # a peer's whole exchange, TLS handshake included (at least)
+PEER_HANDSHAKE_SECONDS = 2.0  # of the exchange, for the handshake and the request before the answer's API read
 MAX_REQUEST_BYTES = 8192
 MAX_PEER_RESPONSE_BYTES = 4096  # a peer's answer is {"status": N} behind a few headers
 MAX_API_RESPONSE_BYTES = 16 * 1024 * 1024  # a list of SelfNodeRemediations in a remediation storm
@@ -114,10 +115,12 @@ def https_request(
 
     Raises PeerBusy when the server closes the connection during the TLS handshake, OSError (or
     ssl.SSLError) for any other failure, ValueError for an answer that is not well-formed HTTP."""
+    started = time.monotonic()
     sock = socket.create_connection(address, timeout=dial_timeout or timeout)
     try:
-        deadline = time.monotonic() + timeout
-        sock.settimeout(timeout)
+        # without a dial timeout of its own, ``timeout`` bounds the connection too
+        deadline = (started if dial_timeout is None else time.monotonic()) + timeout
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
         tls = context.wrap_socket(sock, server_hostname=tls_name, do_handshake_on_connect=False)
         sock = tls
         try:
@@ -272,6 +275,7 @@ class Watchdog:
         self.fd: int | None = None
         self.timeout = self.fallback_timeout
         self.feeding = False
+        self.broken = False  # opened, but the first write failed
         self.last_feed = 0.0
         self.lock = threading.Lock()
 
@@ -302,13 +306,21 @@ class Watchdog:
         except OSError:
             LOG.info("watchdog %s reports no timeout; using %gs", self.path, self.fallback_timeout)
         self.feeding = True
-        self.feed()
+        try:
+            self.feed()
+        except OSError as err:  # opened (its timer runs) but not writable: not a watchdog to rely on
+            # its timer runs now and cannot be stopped; it is no watchdog this agent can keep fed
+            LOG.error("the watchdog %s opened but cannot be written (it will reset the node): %s", self.path, err)
+            with self.lock:
+                self.feeding = False
+                self.broken = True
+            return False
         LOG.info("watchdog %s armed, timeout %gs, fed every %gs", self.path, self.timeout, self.timeout / 3)
         return True
 
     @property
     def armed(self) -> bool:
-        return self.fd is not None
+        return self.fd is not None and not self.broken
 
     def feed(self) -> None:
         with self.lock:
@@ -727,10 +739,21 @@ class Agent:
             self.last_answer = time.monotonic()
         return answers
 
+    def peer_api_timeout(self) -> float:
+        """How long the answer to a peer may read the API, connection included: peerApiServerTimeout, but never
+        longer than apiServerTimeout, so that the answer comes within what the asker waits (at least
+        apiServerTimeout + 2 s, the safe time's effective peer request timeout) and the server's deadline."""
+        return float(min(self.cfg["peerApiServerTimeout"], self.cfg["apiServerTimeout"]))
+
     def answer_peer(self, asker: str) -> int:
-        """The answer to a peer (identified by its certificate) asking about itself."""
+        """The answer to a peer (identified by its certificate) asking about itself. While this node's own
+        last API check failed, API error at once: a peer asking then is most likely in the same outage, and
+        an answer that came after the asker gave up would count as none (and toward isolation)."""
+        if self.error_count > 0:
+            LOG.info("peer %s asked; this node's last API check failed: ApiError", asker)
+            return int(self.peer.API_ERROR)
         try:
-            items = self.api.remediations(self.cfg["apiServerTimeout"])
+            items = self.api.remediations(self.peer_api_timeout())
         except (OSError, ValueError, ssl.SSLError) as err:
             LOG.info("peer %s asked; the API cannot be read: %s", asker, err)
             return int(self.peer.API_ERROR)
@@ -993,6 +1016,8 @@ class Agent:
                     server_context(self.cfg),
                     self.answer_peer,
                     self.is_peer,
+                    # the handshake and the request, then the answer's API read
+                    exchange_seconds=max(PEER_EXCHANGE_SECONDS, self.peer_api_timeout() + PEER_HANDSHAKE_SECONDS),
                 )
                 break
             except OSError as err:
