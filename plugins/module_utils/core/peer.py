@@ -31,8 +31,9 @@ batch stops the fence and otherwise one Unhealthy answer fences): a peer holding
 may be compromised or wrong, and one such peer must not be able to reboot a node that only lost the API
 server, nor keep a node running that the cluster is about to treat as rebooted. Healthy and Unhealthy
 answers are counted over the batches asked so far; the larger count decides, a tie asks the next batch.
-With one lying peer among three honest ones the honest answers win; with one peer it decides alone, as
-upstream.
+With one lying peer among honest ones that can read the API the honest answers win; with one peer it decides
+alone, as upstream. In a control-plane outage the honest peers answer API error, which counts for neither
+side, so one lying Unhealthy answer still fences, as upstream (it is the node that cannot reach the API).
 
 ``Busy`` is not an answer about the node but a sign of life: the peer accepted the connection and closed
 it before any TLS because it was serving as many peers as it may. A busy peer is alive, so it keeps the
