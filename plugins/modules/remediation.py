@@ -37,7 +37,9 @@ description:
     Progress is kept in the objects, so the next run continues where this one stopped.
   - A run acts on a node only while it holds that node's C(coordination.k8s.io) Lease C(nodeops-remediation-<node>) (in
     O(config_namespace), else the object's namespace), and writes only while it can show it holds it; a node whose Lease
-    another run holds is left to that run (code C(Busy)). The credential needs C(get), C(create) and C(update) on Leases
+    another run holds is left to that run (code C(Busy)). With O(wait_timeout) the run waits for that Lease until its
+    holder gives it up or its hold runs out (a run that died holding it never gives it up; the Lease lasts 60 s after
+    its last renewal), then goes on with the node. The credential needs C(get), C(create) and C(update) on Leases
     there.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
@@ -257,6 +259,8 @@ def main() -> None:
     except (SafeTimeError, StrategyError, SchedulerInputError) as err:
         module.fail_json(msg=str(err))
     except K8sError as exc:
+        for warning in manager.warnings:
+            module.warn(warning)
         module.fail_k8s(exc)
     result: dict[str, Any] = {
         "changed": any(o.changed for o in outcomes),
@@ -269,6 +273,8 @@ def main() -> None:
             f"SelfNodeRemediation objects outside config_namespace {params['config_namespace']} were ignored (only"
             f" objects in that namespace may fence a node): {', '.join(sorted(manager.ignored))}"
         )
+    for warning in manager.warnings:
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -74,7 +74,7 @@ POD = {"metadata": {"namespace": "app", "name": "db-0", "uid": "u-db-0"}}
 TERMINATING = {
     "metadata": {"namespace": "app", "name": "web-1", "uid": "u-web-1", "deletionTimestamp": "2026-01-02T03:04:00Z"}
 }
-VA = {"metadata": {"name": "va-1"}, "spec": {"nodeName": "w1"}}
+VA = {"metadata": {"name": "va-1", "uid": "va-uid-1"}, "spec": {"nodeName": "w1"}}
 
 
 def test_first_step_taints_adds_the_finalizer_and_records_the_safe_time() -> None:
@@ -162,7 +162,7 @@ def test_resource_deletion_deletes_pods_and_attachments_then_completes() -> None
     # each with the UID it was listed with, for the deletion's precondition; the result shows namespace/name
     assert step.pods_to_delete == [("app", "db-0", "u-db-0"), ("app", "web-1", "u-web-1")]
     assert step.as_dict()["pods_to_delete"] == ["app/db-0", "app/web-1"]
-    assert step.attachments_to_delete == ["va-1"]
+    assert step.attachments_to_delete == [("va-1", "va-uid-1")]
     assert step.status is None
     done = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, RD)
     assert done.code == Code.COMPLETED
@@ -187,7 +187,7 @@ def test_out_of_service_taint_flow() -> None:
     assert evicted.pods_to_delete == [("app", "web-1", "u-web-1")]  # finished as the pod GC would
     assert not evicted.attachments_to_delete
     detach = plan_step(obj, tainted, later, SAFE, OOS, attachments=[VA])
-    assert detach.attachments_to_delete == ["va-1"]
+    assert detach.attachments_to_delete == [("va-1", "va-uid-1")]
     done = plan_step(obj, tainted, later, SAFE, OOS)
     assert done.status is not None and done.status["phase"] == FENCING_COMPLETED
     assert not done.taints_to_remove  # the node is not back yet

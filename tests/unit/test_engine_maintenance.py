@@ -51,6 +51,7 @@ class FakeApi:
         self.writes: list[tuple[str, ...]] = []
         self.events: list[tuple[str, str, str, str]] = []
         self.conflicts: dict[tuple[str, str], int] = {}  # (plural or plural/status, name) -> Conflicts to raise
+        self.before_delete: dict[tuple[str, str], Any] = {}  # (plural, name) -> change made just before our delete
         self.now = NOW
 
     def _key(self, res: Any, name: str, namespace: str | None) -> tuple[str, str | None, str]:
@@ -172,10 +173,27 @@ class FakeApi:
             self.objects[key] = self._bump(node)
             return copy.deepcopy(node)
 
-    def delete(self, res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
+    def delete(
+        self,
+        res: Any,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        **kw: Any,
+    ) -> dict:
         with self.lock:
             key = self._key(res, name, namespace)
+            hook = self.before_delete.pop((res.plural, name), None)
+            if hook is not None:
+                hook(self.objects[key])  # someone else writes just before our delete
+                self._bump(self.objects[key])
             obj = self.objects[key]
+            if uid is not None and uid != obj["metadata"]["uid"]:
+                raise errors.UIDMismatch("Precondition failed: UID in precondition", 409, {})
+            if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
+                raise errors.Conflict("Precondition failed: ResourceVersion in precondition", 409, {})
             self.writes.append(("delete", res.plural, name))
             if obj["metadata"].get("finalizers"):
                 obj["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
@@ -391,6 +409,27 @@ def test_garbage_collection_and_the_ignore_annotation(api: FakeApi) -> None:
     assert api.obj(NODE_MAINTENANCES, "a") is None and phase(api, "k") == "Ready"
 
 
+def test_garbage_collection_decides_again_when_the_request_changed_meanwhile(api: FakeApi) -> None:
+    api.add(
+        MAINTENANCE_CONFIGS,
+        {
+            "metadata": {"name": "default", "namespace": NS},
+            "spec": {"maxParallelOperations": 2, "maxNodeMaintenanceTimeSeconds": 60},
+        },
+    )
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reconciler(api).run_pass()
+    api.now = NOW + 61
+
+    def keep(obj: dict[str, Any]) -> None:  # its owner marks it to be kept after the pass read it
+        obj["metadata"]["annotations"] = {**(obj["metadata"].get("annotations") or {}), lc.GC_IGNORE_ANNOTATION: "true"}
+
+    api.before_delete[("nodemaintenances", "a")] = keep
+    report = reconciler(api).run_pass()
+    assert report.collected == [] and ("delete", "nodemaintenances", "a") not in api.writes
+    assert phase(api, "a") == "Ready"
+
+
 def test_requestor_failed_is_mirrored(api: FakeApi) -> None:
     api.add(NODE_MAINTENANCES, nm("a", "n0"))
     reconciler(api).run_pass()
@@ -493,6 +532,21 @@ def test_a_joined_requestor_leaves_a_request_being_deleted(api: FakeApi) -> None
     assert [x.action for x in b.absent(["n0"])] == ["left"]
     obj = api.obj(NODE_MAINTENANCES, "shared")
     assert obj is not None and obj["spec"]["additionalRequestors"] == []
+
+
+def test_the_owner_never_deletes_a_request_of_the_same_name_made_since_by_another(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a-n0", "n0"))
+
+    def replaced(obj: dict[str, Any]) -> None:  # deleted and made again by another requestor meanwhile
+        obj["metadata"]["uid"] = "uid-theirs"
+        obj["spec"]["requestorID"] = "c.example.com"
+
+    api.before_delete[("nodemaintenances", "a-n0")] = replaced
+    a = Requests(api, RequestSpec("a.example.com", NS, "a"))  # type: ignore[arg-type]
+    a.absent(["n0"])
+    obj = api.obj(NODE_MAINTENANCES, "a-n0")
+    assert obj is not None and obj["spec"]["requestorID"] == "c.example.com", "theirs was deleted"
+    assert ("delete", "nodemaintenances", "a-n0") not in api.writes
 
 
 # -- a pass writes only while it can show it holds the Lease -----------------------------------------

@@ -14,13 +14,14 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediati
     OUT_OF_SERVICE_TAINT_KEY,
     PHASES,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines import remediation as engine
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
     RETRIES,
     RemediationManager,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease, parse_micro_time
 
 UTC = timezone.utc  # noqa: UP017
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
@@ -149,9 +150,18 @@ class FakeClient:
             raise UIDMismatch(message, 409, {"message": message})
         del self.store[key]
 
-    def delete(self, res: Resource, name: str, namespace: str | None = None, **_: Any) -> None:
-        self.store.pop((res.plural, namespace or "", name))
+    def delete(
+        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None, **_: Any
+    ) -> None:
         self.writes.append(("delete", res.plural, name))
+        key = (res.plural, namespace or "", name)
+        if key not in self.store:
+            raise NotFound(f"{res.plural} {name} not found", 404)
+        current = self.store[key]["metadata"].get("uid")
+        if uid is not None and uid != current:
+            message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current}"
+            raise UIDMismatch(message, 409, {"message": message})
+        del self.store[key]
 
     def create_event(self, involved: dict[str, Any], reason: str, message: str, event_type: str = "Normal") -> None:
         self.writes.append(("event", reason, involved["metadata"]["name"]))
@@ -182,7 +192,7 @@ def objects() -> list[tuple[str, dict[str, Any]]]:
             {"metadata": {"name": "w1", "namespace": "ops"}, "spec": {"remediationStrategy": "ResourceDeletion"}},
         ),
         ("pods", {"metadata": {"name": "db-0", "namespace": "app", "uid": "u-db-0"}, "spec": {"nodeName": "w1"}}),
-        ("volumeattachments", {"metadata": {"name": "va-1"}, "spec": {"nodeName": "w1"}}),
+        ("volumeattachments", {"metadata": {"name": "va-1", "uid": "va-uid-1"}, "spec": {"nodeName": "w1"}}),
     ]
 
 
@@ -223,6 +233,24 @@ def test_a_pass_fences_then_a_later_one_recovers() -> None:
     [gone] = manager.run("ops", None, wait_timeout=0)
     assert gone.phase == "Deleted"
     assert not fake.store[("nodes", "", "w1")]["spec"]["taints"]
+
+
+def test_a_volume_attachment_replaced_between_the_list_and_the_deletion_is_left_alone() -> None:
+    fake = FakeClient(objects())
+    manager = rebooted(fake)
+    new = {"metadata": {"name": "va-1", "uid": "va-uid-new"}, "spec": {"nodeName": "w2"}}
+
+    delete_pod = fake.delete_pod
+
+    def and_replace(*args: Any, **kwargs: Any) -> None:
+        delete_pod(*args, **kwargs)
+        # meanwhile va-1 was detached and a new attachment of that name made for the healthy node w2
+        fake.store[("volumeattachments", "", "va-1")] = new
+
+    fake.delete_pod = and_replace  # type: ignore[method-assign]
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert fake.store.get(("volumeattachments", "", "va-1")) is new, "the new attachment was deleted"
+    assert outcome.attachments_deleted == [] and outcome.pods_deleted == ["app/db-0"]
 
 
 def test_the_published_watchdog_timeout_is_never_shortened_by_the_module_setting() -> None:
@@ -480,3 +508,39 @@ def test_a_node_whose_lease_another_run_holds_is_left_to_that_run() -> None:
     assert outcome.phase == "Pre-Reboot-Completed"
     lease = fake.store[("leases", "ops", "nodeops-remediation-w1")]
     assert lease["spec"]["holderIdentity"] is None  # given up after the run
+
+
+def test_a_run_with_a_wait_timeout_waits_for_a_node_lease_and_then_goes_on() -> None:
+    fake = FakeClient(objects())
+    other = Lease(fake, "nodeops-remediation-w1", "ops", "other-run")  # type: ignore[arg-type]
+    assert other.try_acquire()
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 3:
+            other.release()  # the holder gives the node up while this run waits
+
+    [outcome] = manager.run("ops", None, wait_timeout=60, sleep=sleep)
+    assert len(pauses) >= 3 and all(0 < p <= 2.0 for p in pauses[:3]), pauses
+    assert outcome.code != "Busy" and outcome.phase == "Pre-Reboot-Completed"
+    assert outcome.phase_before == "Fencing-Started"  # the phase read when the node was first found busy
+
+
+def test_a_node_lease_left_by_a_dead_run_is_waited_for_until_its_hold_runs_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeClient(objects())
+    dead = Lease(fake, "nodeops-remediation-w1", "ops", "dead-run", duration=60)  # type: ignore[arg-type]
+    assert dead.try_acquire()  # and never given up
+    renewed = parse_micro_time(fake.store[("leases", "ops", "nodeops-remediation-w1")]["spec"]["renewTime"])
+    assert renewed is not None
+    clock = [renewed + 59.5]  # half a second of the dead run's hold left
+    monkeypatch.setattr(engine, "Lease", lambda *args, **kwargs: Lease(*args, **kwargs, clock=lambda: clock[0]))
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert outcome.code == "Busy" and outcome.wait_until == T0 + timedelta(seconds=0.5)
+    clock[0] += 1.0  # its hold ran out: the next look takes the node
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert outcome.phase == "Pre-Reboot-Completed"

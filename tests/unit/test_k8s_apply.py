@@ -61,6 +61,7 @@ class FakeClient:
         self.apply_error: errors.K8sError | None = None
         self.apply_error_for: dict[str, errors.K8sError] = {}
         self.deletes_are_instant = True
+        self.before_delete: Any = None  # called with the stored object just before a delete: someone else meanwhile
         self.dry_run_deletes: list[str] = []
 
     def _key(self, res: Resource, name: str, namespace: str | None) -> tuple[str, str | None, str]:
@@ -114,9 +115,15 @@ class FakeClient:
             self.objects[key] = copy.deepcopy(new)
         return new
 
-    def delete(self, res: Resource, name: str, namespace: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    def delete(
+        self, res: Resource, name: str, namespace: str | None = None, dry_run: bool = False, *, uid: str | None = None
+    ) -> dict[str, Any]:
         self.calls.append(("delete", name, dry_run))
         key = self._key(res, name, namespace)
+        if self.before_delete is not None:
+            self.before_delete(self.objects[key])
+        if uid is not None and key in self.objects and self.objects[key]["metadata"]["uid"] != uid:
+            raise errors.UIDMismatch("Precondition failed: UID in precondition", 409, {})
         if dry_run:
             self.dry_run_deletes.append(res.path(namespace, name))
             return self.objects.get(key, {})
@@ -376,6 +383,16 @@ def test_absent_deletes_in_reverse_order_and_is_idempotent() -> None:
     b.absent(manifests)
     assert actions(b) == ["absent"] * 3
     assert not any(r["changed"] for r in b.results)
+
+
+def test_absent_never_deletes_an_object_made_again_since_it_was_read() -> None:
+    client = FakeClient()
+    applier(client).present(load_manifests(cm("a")))
+    client.before_delete = lambda obj: obj["metadata"].update(uid="uid-new")  # deleted and made again meanwhile
+    a = applier(client)
+    with pytest.raises(ApplyError, match="made again while this task ran; nothing was deleted"):
+        a.absent(load_manifests(cm("a")))
+    assert len(client.objects) == 1
 
 
 def test_absent_of_a_kind_that_is_not_served_is_absent() -> None:

@@ -107,7 +107,8 @@ class Step:
     taints_to_add: list[dict[str, Any]] = field(default_factory=list)
     # (namespace, name, uid): deleted only while the pod of that name is still the one listed (UID precondition)
     pods_to_delete: list[tuple[str, str, str]] = field(default_factory=list)
-    attachments_to_delete: list[str] = field(default_factory=list)
+    # (name, uid): deleted only while the VolumeAttachment of that name is still the one listed
+    attachments_to_delete: list[tuple[str, str]] = field(default_factory=list)
     taints_to_remove: list[str] = field(default_factory=list)  # keys
     remove_finalizer: bool = False
     status: dict[str, Any] | None = None
@@ -133,7 +134,7 @@ class Step:
             "add_finalizer": self.add_finalizer,
             "taints_to_add": [t["key"] for t in self.taints_to_add],
             "pods_to_delete": [f"{ns}/{name}" for ns, name, _uid in self.pods_to_delete],
-            "attachments_to_delete": list(self.attachments_to_delete),
+            "attachments_to_delete": [name for name, _uid in self.attachments_to_delete],
             "taints_to_remove": list(self.taints_to_remove),
             "remove_finalizer": self.remove_finalizer,
             "status_update": self.status is not None,
@@ -149,6 +150,11 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def _pod_ref(pod: Mapping[str, Any]) -> tuple[str, str, str]:
     meta = _meta(pod)
     return (str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid") or ""))
+
+
+def _attachment_ref(attachment: Mapping[str, Any]) -> tuple[str, str]:
+    meta = _meta(attachment)
+    return (str(meta.get("name")), str(meta.get("uid") or ""))
 
 
 def _taint_keys(node: Mapping[str, Any]) -> set[str]:
@@ -367,7 +373,7 @@ def plan_step(
         terminating = [p for p in live if _meta(p).get("deletionTimestamp")]
         if strategy == RESOURCE_DELETION:
             step.pods_to_delete = [_pod_ref(p) for p in live]
-            step.attachments_to_delete = [str(_meta(a).get("name")) for a in attachments]
+            step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
             step.reason = f"ResourceDeletion: {len(live)} pod(s), {len(attachments)} VolumeAttachment(s) left"
             if step.pods_to_delete or step.attachments_to_delete:
                 step.events.append(
@@ -382,7 +388,7 @@ def plan_step(
                 # out-of-service node (without waiting for its 20 s period); the node is fenced.
                 step.pods_to_delete = [_pod_ref(p) for p in terminating]
                 if not live:
-                    step.attachments_to_delete = [str(_meta(a).get("name")) for a in attachments]
+                    step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
             step.reason = (
                 f"OutOfServiceTaint: {len(live)} pod(s) ({len(terminating)} terminating), "
                 f"{len(attachments)} VolumeAttachment(s) left"

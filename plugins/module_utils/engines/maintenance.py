@@ -24,6 +24,7 @@ cordoned because the cordon is not (or no longer) this request's.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -218,24 +219,18 @@ class Reconciler:
                 f"{self.lease.namespace}/{self.lease.name}; nothing was done in this pass."
             )
             return report
-        stop = threading.Event()
-        renewer = None
-        if not check_mode:  # keep the Lease while drains run: renewed every third of its duration
-            renewer = threading.Thread(target=self._renew, args=(stop,), daemon=True)
-            renewer.start()
+        renewing = contextlib.nullcontext() if check_mode else self.lease.kept(self._warn)
         try:
-            self._pass(check_mode)
+            with renewing:  # keep the Lease while drains run
+                self._pass(check_mode)
         except LeaseLost as exc:
             report.warnings.append(exc.msg)
         finally:
-            stop.set()
-            if renewer is not None:
-                renewer.join()
-                # also after a failure: as soon as the API answers again, within the Lease's own time
-                if not self.lease.release(retry_for=self.options.lease_duration):
-                    report.warnings.append(
-                        f"Lease {self.lease.namespace}/{self.lease.name} could not be given up; it expires by itself."
-                    )
+            # also after a failure: as soon as the API answers again, within the Lease's own time
+            if not check_mode and not self.lease.release(retry_for=self.options.lease_duration):
+                report.warnings.append(
+                    f"Lease {self.lease.namespace}/{self.lease.name} could not be given up; it expires by itself."
+                )
         if any(error.get("reason") == LeaseLost.reason for error in report.errors):
             report.lease_lost, report.settled = True, False
             report.warnings.append(
@@ -244,18 +239,9 @@ class Reconciler:
             )
         return report
 
-    def _renew(self, stop: threading.Event) -> None:
-        """Renew every third of the Lease's duration. A failed renewal is retried at the next turn; the
-        writes stop on their own once the hold can no longer be shown (GuardedClient)."""
-        while not stop.wait(max(1.0, self.options.lease_duration / 3)):
-            try:
-                if not self.lease.renew():
-                    with self._lock:
-                        self._report.warnings.append("The Lease was lost during the pass; it stopped writing.")
-                    return
-            except K8sError as exc:
-                with self._lock:
-                    self._report.warnings.append(f"Renewing the Lease failed: {exc.msg}")
+    def _warn(self, message: str) -> None:
+        with self._lock:
+            self._report.warnings.append(message)
 
     def _pass(self, check_mode: bool) -> None:
         report = self._report
@@ -478,7 +464,14 @@ class Reconciler:
         """Write one step in the safe order; (the object afterwards or None when gone, the node)."""
         meta = obj["metadata"]
         if step.delete:
-            self.client.delete(NODE_MAINTENANCES, meta["name"], meta["namespace"])
+            # decided on this version of the object (its state and age): Conflict if it changed since
+            self.client.delete(
+                NODE_MAINTENANCES,
+                meta["name"],
+                meta["namespace"],
+                uid=meta.get("uid"),
+                resource_version=meta.get("resourceVersion"),
+            )
             self._count_write()
             with self._lock:
                 self._report.collected.append(key_of(obj))

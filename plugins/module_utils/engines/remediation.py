@@ -28,7 +28,7 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from ..core.health import format_time
@@ -62,6 +62,8 @@ WORKER_LABEL = "node-role.kubernetes.io/worker"
 MAX_STEPS = 10
 #: Conflicts per object and run: each one a re-read of the object and its Node and a new decision.
 RETRIES = 5
+#: Seconds between looks at a node Lease another run holds, while a run with a wait_timeout waits for it
+BUSY_POLL_SECONDS = 2.0
 
 
 class NodeGone(Conflict):
@@ -153,6 +155,8 @@ class RemediationManager:
         self._git_version: str | None = None
         #: objects outside ``config_namespace`` (namespace/name): never acted on, reported
         self.ignored: set[str] = set()
+        #: what went wrong beside the steps (a node Lease renewal the API did not answer)
+        self.warnings: list[str] = []
 
     # -- reads ------------------------------------------------------------------------------
     def git_version(self) -> str:
@@ -220,10 +224,17 @@ class RemediationManager:
                 f"another run ({lease.holder}) holds Lease {lease.namespace}/{lease.name} of node {node_name};"
                 " nothing was done for it in this run"
             )
+            # Look again when the holder gives the Lease up or its hold runs out (a run that died holding it
+            # never gives it up): a run with a wait_timeout goes on with the node then.
+            left = BUSY_POLL_SECONDS
+            if lease.holder_expires is not None:
+                left = min(left, max(0.0, lease.holder_expires - lease.clock()))
+            outcome.wait_until = self.now() + timedelta(seconds=left)
             return outcome
         self.writer = cast(Client, GuardedClient(self.client, lease))
         try:
-            return self._run_one(snr, namespace, name, node_name)
+            with lease.kept(self.warnings.append):  # renewed while the steps run (many pods, a slow API)
+                return self._run_one(snr, namespace, name, node_name)
         finally:
             self.writer = self.client
             lease.release(retry_for=10.0)
@@ -342,7 +353,7 @@ class RemediationManager:
     def _record(step: Step, outcome: Outcome) -> None:
         """Check mode: what the step would write."""
         outcome.pods_deleted += [f"{ns}/{n}" for ns, n, _uid in step.pods_to_delete]
-        outcome.attachments_deleted += list(step.attachments_to_delete)
+        outcome.attachments_deleted += [name for name, _uid in step.attachments_to_delete]
         outcome.taints_added += [t["key"] for t in step.taints_to_add]
         outcome.taints_removed += list(step.taints_to_remove)
 
@@ -371,9 +382,13 @@ class RemediationManager:
                 outcome.pods_already_gone.append(f"{pod_ns}/{pod_name}")
             else:
                 outcome.pods_deleted.append(f"{pod_ns}/{pod_name}")
-        for attachment in step.attachments_to_delete:
-            with contextlib.suppress(NotFound):
-                self.writer.delete(VOLUME_ATTACHMENTS, attachment, propagation_policy="Background")
+        for attachment, attachment_uid in step.attachments_to_delete:
+            try:
+                self.writer.delete(
+                    VOLUME_ATTACHMENTS, attachment, propagation_policy="Background", uid=attachment_uid or None
+                )
+            except OBJECT_GONE:  # gone meanwhile, or another attachment has its name now: not the one listed
+                continue
             outcome.attachments_deleted.append(attachment)
         if step.status is not None:
             body = copy.deepcopy(snr)

@@ -11,7 +11,6 @@ replace, retried after a re-read on Conflict.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import re
 import threading
@@ -22,7 +21,7 @@ from typing import Any
 
 from ..core import lifecycle as lc
 from ..k8s.client import NODE_MAINTENANCES, NODES, Client
-from ..k8s.errors import Conflict, NotFound
+from ..k8s.errors import Conflict, NotFound, UIDMismatch
 from .maintenance import Reconciler, summary
 
 MAX_CONFLICTS = 5
@@ -169,6 +168,32 @@ class Requests:
                 "Check the names with 'kubectl get nodes'."
             )
 
+    def _delete_own(self, obj: dict[str, Any]) -> None:
+        """Delete the request ``obj`` listed as this requestor's, only while the object of its name is that one
+        (UID precondition): one of that name made since, another requestor's, is never deleted on a guess. If
+        it is this requestor's again (read afresh), it goes too."""
+        for _attempt in range(MAX_CONFLICTS):
+            meta = obj["metadata"]
+            try:
+                self.client.delete(NODE_MAINTENANCES, meta["name"], meta["namespace"], uid=meta.get("uid"))
+                return
+            except NotFound:
+                return
+            except UIDMismatch:
+                try:
+                    obj = self.client.get(NODE_MAINTENANCES, meta["name"], meta["namespace"])
+                except NotFound:
+                    return
+                spec = obj.get("spec") or {}
+                if spec.get("requestorID") != self.request.requestor or obj["metadata"].get("deletionTimestamp"):
+                    return
+        raise Conflict(
+            f"NodeMaintenance {obj['metadata']['namespace']}/{obj['metadata']['name']} was replaced"
+            f" {MAX_CONFLICTS} times while it was being deleted; run again.",
+            409,
+            None,
+        )
+
     def _update(self, obj: dict[str, Any], mutate: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], bool]:
         """Apply ``mutate`` (True when it changed the body) and replace conditionally, re-reading on Conflict."""
         meta = obj["metadata"]
@@ -264,8 +289,7 @@ class Requests:
                     actions.append(Action(node, DELETING, req.namespace, meta["name"], obj))
                     continue
                 if not self.check_mode:
-                    with contextlib.suppress(NotFound):
-                        self.client.delete(NODE_MAINTENANCES, meta["name"], meta["namespace"])
+                    self._delete_own(obj)
                 actions.append(Action(node, DELETED, req.namespace, meta["name"], obj))
             for obj in joined:
 

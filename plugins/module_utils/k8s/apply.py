@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .client import CRDS, KNOWN_RESOURCES, Client, Resource
-from .errors import Conflict, K8sError, MissingResourceType, NotFound
+from .errors import Conflict, K8sError, MissingResourceType, NotFound, UIDMismatch
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 POLL_INTERVAL = 0.5
@@ -408,10 +408,19 @@ class Applier:
         else:
             changed, action = True, "deleted"
             try:
-                # In check mode a dry-run deletion checks RBAC and admission without deleting anything.
-                self.client.delete(res, manifest.name, namespace, dry_run=self.check_mode)
+                # In check mode a dry-run deletion checks RBAC and admission without deleting anything. The
+                # deletion is of the object read (and shown as before): one made since under its name is not.
+                uid = (before.get("metadata") or {}).get("uid")
+                self.client.delete(res, manifest.name, namespace, dry_run=self.check_mode, uid=uid)
             except NotFound:
                 changed, action = False, "absent"
+            except UIDMismatch as exc:
+                raise self._fail(
+                    manifest,
+                    f"{exc.msg}. It was deleted and made again while this task ran; nothing was deleted. Run again"
+                    " to delete the new one.",
+                    exc,
+                ) from exc
             except K8sError as exc:
                 raise self._fail(manifest, exc.msg, exc) from exc
         if self.wait and not self.check_mode:

@@ -302,6 +302,8 @@ class Client:
         None: the default window of ``retry_seconds`` from each call) and no longer: the deadline of the
         operation they serve (a drain's, a wave's, a Lease's time)."""
         before = getattr(self._retry, "until", None)
+        if before is not None and until is not None:
+            until = min(before, until)  # an inner deadline never outlasts the one around it
         self._retry.until = until
         try:
             yield
@@ -580,12 +582,23 @@ class Client:
         namespace: str | None = None,
         dry_run: bool = False,
         propagation_policy: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
+        """DELETE an object. With ``uid`` and/or ``resource_version`` the deletion is conditional
+        (``preconditions``): UIDMismatch when the object of that name is another one now, Conflict when it
+        changed since that version was read, NotFound when it is gone."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if preconditions:
+            options["preconditions"] = preconditions
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if dry_run:
+            options["dryRun"] = ["All"]
         return self.request(
-            "DELETE",
-            res.path(namespace, name),
-            query={"dryRun": "All" if dry_run else None, "propagationPolicy": propagation_policy},
-            what=f"delete {res.kind or res.plural} {name}",
+            "DELETE", res.path(namespace, name), body=options, what=f"delete {res.kind or res.plural} {name}"
         )
 
     def evict(

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .client import LEASES, Client
@@ -42,6 +42,12 @@ class LeaseLost(K8sError):
     """This process can no longer show that it holds the Lease: it must not write."""
 
     reason = "lease_lost"
+
+
+def _retrying_until(client: Any, until: float) -> contextlib.AbstractContextManager[None]:
+    """``client.retrying_until(until)`` where the client has it (a test's fake may not)."""
+    within = getattr(client, "retrying_until", None)
+    return within(until) if within is not None else contextlib.nullcontext()
 
 
 def default_identity() -> str:
@@ -84,6 +90,8 @@ class Lease:
         self.clock = clock
         self.held = False
         self.holder: str | None = None  # the other holder seen by the last failed attempt
+        #: wall time at which the other holder's hold seen by the last failed attempt runs out, unless renewed
+        self.holder_expires: float | None = None
         self.valid_until = 0.0  # self.monotonic() until which the hold is shown
         self._stop = threading.Event()
 
@@ -112,13 +120,19 @@ class Lease:
             meta = dict(current["metadata"])
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
-    def expired(self, lease: dict[str, Any]) -> bool:
+    def expires(self, lease: dict[str, Any]) -> float | None:
+        """The wall time at which ``lease``'s hold runs out unless renewed (None: no holder, or no time)."""
         spec = lease.get("spec") or {}
         if not spec.get("holderIdentity"):
-            return True
+            return None
         renewed = parse_micro_time(spec.get("renewTime")) or parse_micro_time(spec.get("acquireTime"))
-        duration = spec.get("leaseDurationSeconds") or self.duration
-        return renewed is None or self.clock() > renewed + float(duration)
+        if renewed is None:
+            return None
+        return renewed + float(spec.get("leaseDurationSeconds") or self.duration)
+
+    def expired(self, lease: dict[str, Any]) -> bool:
+        expires = self.expires(lease)
+        return expires is None or self.clock() > expires
 
     def try_acquire(self) -> bool:
         """One conditional attempt; True when this identity holds the Lease afterwards."""
@@ -135,6 +149,7 @@ class Lease:
         holder = (current.get("spec") or {}).get("holderIdentity")
         if holder != self.identity and not self.expired(current):
             self.held, self.holder = False, holder
+            self.holder_expires = self.expires(current)
             return False
         try:
             self.client.replace(LEASES, self._body(current, holder != self.identity))
@@ -189,13 +204,39 @@ class Lease:
         deadline = time.monotonic() + min(retry_for, max(0.0, self.valid_until - self.monotonic()))
         while True:
             try:
-                self._give_up()
+                with _retrying_until(self.client, deadline):  # the client's own retries end there too
+                    self._give_up()
                 return True
             except K8sError:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self._stop.wait(min(interval, remaining))
+
+    @contextlib.contextmanager
+    def kept(self, report: Callable[[str], None]) -> Iterator[None]:
+        """Within the block, renew the hold every third of its duration from a thread. A renewal the API did
+        not answer is told to ``report`` and tried again at the next turn; a Lease someone else took ends the
+        renewals. Either way the writes stop on their own once the hold can no longer be shown
+        (:class:`GuardedClient`)."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(max(1.0, self.duration / 3)):
+                try:
+                    if not self.renew():
+                        report(f"Lease {self.namespace}/{self.name} was lost during the pass; it stopped writing.")
+                        return
+                except K8sError as exc:
+                    report(f"Renewing Lease {self.namespace}/{self.name} failed: {exc.msg}")
+
+        renewer = threading.Thread(target=renew, name=f"renew-{self.name}", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
 
     def _give_up(self) -> None:
         try:
@@ -214,7 +255,8 @@ class Lease:
 
 class GuardedClient:
     """``client`` for a pass that holds ``lease``: reads go through, and every write first checks that
-    the Lease is still shown to be held (else LeaseLost, and nothing is sent)."""
+    the Lease is still shown to be held (else LeaseLost, and nothing is sent) and retries a transient
+    failure only until the hold can no longer be shown."""
 
     def __init__(self, client: Client, lease: Lease) -> None:
         self._client = client
@@ -227,6 +269,9 @@ class GuardedClient:
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             self._lease.check()
-            return attribute(*args, **kwargs)
+            # A transient failure is retried only while the hold can be shown: a write is never sent after it.
+            until = time.monotonic() + max(0.0, self._lease.valid_until - self._lease.monotonic())
+            with _retrying_until(self._client, until):
+                return attribute(*args, **kwargs)
 
         return guarded
