@@ -23,6 +23,10 @@ description:
     When the deadline passes the task fails, naming the pods still there and the budgets that block them;
     the node stays cordoned unless O(uncordon_on_failure) is set.
   - A drained node drained again reports no change.
+  - The cordon is written only if the node is still as read (its resourceVersion), under the field manager
+    C(nodeops-maintenance-drain). Undoing it (a rule block, O(uncordon_on_failure)) reads the node again and
+    uncordons only if that cordon is still the one there; a node someone else cordoned meanwhile stays
+    cordoned, with a warning.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.attributes

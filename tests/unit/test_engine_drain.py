@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import queue
 import threading
 import time
@@ -76,7 +77,9 @@ class FakeClient:
 
     def __init__(self, pods: list[dict], cordoned: bool = False) -> None:
         self.pods = {p["metadata"]["uid"]: p for p in pods}
-        self.node = {"metadata": {"name": NODE}, "spec": {"unschedulable": True} if cordoned else {}}
+        self.node: dict[str, Any] = {"metadata": {"name": NODE, "resourceVersion": "1"}, "spec": {}}
+        if cordoned:
+            self.set_unschedulable(True, "kubectl-cordon")
         self.calls: list[tuple[Any, ...]] = []
         self.lock = threading.Lock()
         self.events: queue.Queue[Any] = queue.Queue()
@@ -119,11 +122,25 @@ class FakeClient:
             items = [p for p in items if p["metadata"]["labels"].get(key) == value]
         return {"metadata": {"resourceVersion": "100"}, "items": items}
 
-    def patch(self, res: Any, name: str, body: dict, dry_run: bool = False, **kw: Any) -> dict:
+    def patch(
+        self, res: Any, name: str, body: dict, dry_run: bool = False, field_manager: str | None = None, **kw: Any
+    ) -> dict:
         self.calls.append(("patch", name, body["spec"]["unschedulable"], dry_run))
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version is not None and version != self.node["metadata"]["resourceVersion"]:
+            raise errors.Conflict("the object has been modified", 409, {})
         if not dry_run:
-            self.node["spec"]["unschedulable"] = body["spec"]["unschedulable"]
-        return self.node
+            self.set_unschedulable(body["spec"]["unschedulable"], field_manager or "nodeops.maintenance")
+        return copy.deepcopy(self.node)
+
+    def set_unschedulable(self, value: bool | None, manager: str) -> None:
+        """Write the node's spec.unschedulable as ``manager``: the field is owned by whoever last changed it,
+        and by nobody once cleared (the API server's managedFields)."""
+        meta = self.node["metadata"]
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+        self.node["spec"]["unschedulable"] = value
+        owned = {"fieldsV1": {"f:spec": {"f:unschedulable": {}}}}
+        meta["managedFields"] = [{"manager": manager, **owned}] if value else []
 
     def _arrive(self, verb: str, name: str, uid: str | None) -> None:
         self.sent.append((verb, name, uid))
@@ -311,6 +328,42 @@ def test_uncordon_on_failure_only_when_this_run_cordoned() -> None:
     with pytest.raises(DrainError, match="stays cordoned"):
         drain(client, NODE, DrainOptions(timeout=0.5), uncordon_on_failure=True)
     assert client.node["spec"]["unschedulable"] is True
+
+
+def test_uncordon_on_failure_leaves_a_cordon_someone_else_made_again_during_the_drain() -> None:
+    client = FakeClient([pod("a")])
+    client.refuse = {"a": -1}
+
+    def recordoned(_name: str) -> None:  # someone uncordons the node and cordons it again for work of their own
+        if client.node["metadata"].get("managedFields") != [] or client.node["spec"].get("unschedulable"):
+            client.set_unschedulable(None, "kubectl-cordon")
+            client.set_unschedulable(True, "kubectl-cordon")
+
+    client.after_eviction(recordoned)
+    with pytest.raises(DrainError, match="someone else changed its cordon") as err:
+        drain(client, NODE, DrainOptions(timeout=0.5), uncordon_on_failure=True)
+    assert client.node["spec"]["unschedulable"] is True
+    assert not [c for c in client.calls if c[0] == "patch" and c[2] is None], "their cordon was undone"
+    assert any("was not uncordoned" in w for w in err.value.result["warnings"])
+
+
+def test_a_node_cordoned_by_someone_else_after_the_read_is_theirs() -> None:
+    client = FakeClient([pod("bare", owner=None)])
+    get = client.get
+    first = [True]
+
+    def get_then_cordon(res: Any, name: str, namespace: str | None = None) -> dict:
+        found = copy.deepcopy(get(res, name, namespace))
+        if res is NODES and first[0]:
+            first[0] = False
+            client.set_unschedulable(True, "kubectl-cordon")  # after our read, before our cordon
+        return found
+
+    client.get = get_then_cordon  # type: ignore[method-assign]
+    with pytest.raises(DrainError) as err:
+        drain(client, NODE, DrainOptions())
+    assert client.node["spec"]["unschedulable"] is True, "their cordon was undone after the rule block"
+    assert err.value.result["was_cordoned"] is True and err.value.result["changed"] is False
 
 
 def test_bypass_deletes_a_blocked_pod_after_the_given_time_with_a_warning(backoffs: list[float]) -> None:

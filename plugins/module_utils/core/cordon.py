@@ -26,9 +26,11 @@ UNCORDONED = "uncordoned"
 # Ours (not upstream's), on the Node: which request cordoned it ("NodeMaintenance <namespace>/<name> <uid>").
 CORDONED_BY_ANNOTATION = "maintenance.nodeops.io/cordoned-by"
 # The field manager of the reconcile engine's Node writes. It must differ from every other writer's: the
-# collection's cordon and drain modules write as "nodeops.maintenance" (the API server's default, taken from
-# the client's User-Agent).
+# collection's cordon module writes as "nodeops.maintenance" (the API server's default, taken from the client's
+# User-Agent), the drain module as DRAIN_FIELD_MANAGER.
 ENGINE_FIELD_MANAGER = "nodeops-maintenance-reconcile"
+# The field manager of the drain module's own cordon, so that it can tell later whether that cordon is still its.
+DRAIN_FIELD_MANAGER = "nodeops-maintenance-drain"
 # Conditional writes refused because the node changed: read again and decide again at most this often.
 MAX_CONFLICTS = 5
 
@@ -134,6 +136,12 @@ def unschedulable_owners(node: Mapping[str, Any]) -> list[str]:
 def owns_unschedulable(node: Mapping[str, Any], manager: str = ENGINE_FIELD_MANAGER) -> bool:
     """Whether the node's managedFields show ``manager`` as an owner of ``spec.unschedulable``."""
     return manager in unschedulable_owners(node)
+
+
+def still_own_cordon(node: Mapping[str, Any], manager: str) -> bool:
+    """The node is cordoned and nobody but ``manager`` has set ``spec.unschedulable`` since ``manager`` cordoned it
+    (someone who uncordoned and cordoned it again owns the field now): only then may ``manager`` undo it."""
+    return is_cordoned(node) and unschedulable_owners(node) == [manager]
 
 
 def cordoned_by_claim(node: Mapping[str, Any], value: str, manager: str = ENGINE_FIELD_MANAGER) -> bool:

@@ -8,9 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.cordon import MAX_CONFLICTS, NodeChange, cordon_patch, node_name, resource_version, state_of
+from ..core.cordon import (
+    MAX_CONFLICTS,
+    UNCORDONED,
+    NodeChange,
+    cordon_patch,
+    node_name,
+    resource_version,
+    state_of,
+    still_own_cordon,
+)
 from ..k8s.client import NODES, Client
-from ..k8s.errors import Conflict
+from ..k8s.errors import Conflict, NotFound
 
 
 @dataclass(frozen=True)
@@ -52,3 +61,31 @@ def set_state(
             current = client.get(NODES, name)
             continue
         return CordonOutcome(NodeChange(name, before, state), written, rereads)
+
+
+def undo_own_cordon(
+    client: Client, name: str, manager: str, *, dry_run: bool = False, max_conflicts: int = MAX_CONFLICTS
+) -> bool:
+    """Uncordon node ``name`` only if the cordon ``manager`` made is still the one there (read now, written with
+    that read's resourceVersion; on Conflict read again and decide again). False when it was left alone: gone,
+    not cordoned any more, or cordoned again by someone else since."""
+    rereads = 0
+    while True:
+        try:
+            node = client.get(NODES, name)
+        except NotFound:
+            return False
+        if not still_own_cordon(node, manager):
+            return False
+        try:
+            client.patch(
+                NODES, name, cordon_patch(UNCORDONED, resource_version(node)), dry_run=dry_run, field_manager=manager
+            )
+        except Conflict:
+            rereads += 1
+            if rereads > max_conflicts:
+                raise
+            continue
+        except NotFound:
+            return False
+        return True

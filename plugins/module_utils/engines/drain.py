@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import drain as core
-from ..core.cordon import CORDONED, UNCORDONED, cordon_patch, is_cordoned
+from ..core.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
 from ..k8s.client import DAEMONSETS, NODES, PDBS, PODS, Client, Watch
 from ..k8s.errors import OBJECT_GONE, K8sError, NotFound, TooManyRequests
+from .cordon import set_state, undo_own_cordon
 
 ProgressCallback = Callable[[core.DrainProgress], None]
 # Extra connections beyond the eviction workers: the watch, and the main thread's own calls.
@@ -523,12 +524,21 @@ def drain(
         result["seconds"] = round(clock() - begin, 3)
         return result
 
-    def uncordon() -> None:
-        client.patch(NODES, node, cordon_patch(UNCORDONED), dry_run=options.dry_run)
+    def uncordon() -> bool:
+        """Undo this run's cordon, unless someone cordoned the node again since (then it stays cordoned)."""
+        if options.dry_run:  # the dry-run cordon changed nothing
+            return True
+        undone = undo_own_cordon(client, node, DRAIN_FIELD_MANAGER)
+        if not undone:
+            warnings.append(f"Node {node} was not uncordoned: someone else changed its cordon during the drain.")
+        return undone
 
     if cordon and not was_cordoned:
-        client.patch(NODES, node, cordon_patch(CORDONED), dry_run=options.dry_run)
-        cordoned_now = True
+        # conditional on the node read above: a node cordoned meanwhile by someone else is theirs, left as it is
+        written = set_state(client, node_obj, CORDONED, dry_run=options.dry_run, field_manager=DRAIN_FIELD_MANAGER)
+        cordoned_now = written.change.changed
+        if not cordoned_now:
+            was_cordoned = result["was_cordoned"] = True
 
     if completion is not None:
         if options.dry_run:
@@ -546,8 +556,7 @@ def drain(
     drain_pass = DrainPass(client, node, options, clock(), on_progress=on_progress, clock=clock)
     outcome = drain_pass.run()
     if outcome.blocked_by_rules:
-        if cordoned_now:
-            uncordon()
+        if cordoned_now and uncordon():
             cordoned_now = False
         raise DrainError(outcome.blocked_by_rules, finish(outcome, changed=False))
     changed = cordoned_now or outcome.changed
@@ -565,9 +574,11 @@ def drain(
     if not outcome.done:
         message = core.failure_message(node, outcome.outcomes, options.timeout, outcome.timed_out)
         if uncordon_on_failure and cordoned_now:
-            uncordon()
-            cordoned_now = False
-            message += f" Node {node} was uncordoned again (uncordon_on_failure)."
+            if uncordon():
+                cordoned_now = False
+                message += f" Node {node} was uncordoned again (uncordon_on_failure)."
+            else:
+                message += f" Node {node} was left as it is: someone else changed its cordon during the drain."
         elif was_cordoned or cordoned_now:
             message += f" Node {node} stays cordoned."
         raise DrainError(message, finish(outcome, changed=changed))
