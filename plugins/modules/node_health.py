@@ -24,6 +24,11 @@ description:
   - The C(NodeHealthCheck) status (C(observedNodes), C(healthyNodes), C(unhealthyNodes), C(inFlightRemediations),
     C(phase), C(reason), C(conditions)) is updated only when it changed, conditionally on its resourceVersion. Events
     C(DetectedUnhealthy), C(RemediationCreated), C(RemediationRemoved) and C(RemediationSkipped) are recorded on it.
+  - Every write is conditional on the read it was decided on. A deletion carries the uid and resourceVersion of the
+    remediation object as listed, the annotations (on remediation objects and on the Node) and the status carry the
+    resourceVersion as read, and a create by name fails if the name is taken. When a write is refused because the
+    object changed, was replaced or was created meanwhile, the rest of that evaluation's writes are dropped, everything
+    is read again and the pass decides again (at most 5 times, then it fails naming what kept changing).
   - Offline, with O(nodes) given, nothing is read from or written to a cluster; the result is a what-if evaluation.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
@@ -172,7 +177,8 @@ created:
   elements: dict
   sample: [{node: worker-3, kind: SelfNodeRemediation, namespace: nodeops-maintenance, name: worker-3}]
 deleted:
-  description: Remediation objects deleted (or that would be) because their node is healthy again or gone.
+  description: Remediation objects deleted (or that would be) because their node is healthy again or gone; one that
+    was gone already when the pass deleted it (someone else deleted it first) is not listed.
   returned: always
   type: list
   elements: dict
@@ -201,6 +207,16 @@ events:
   type: list
   elements: dict
   sample: [{reason: RemediationCreated, type: Normal, message: Created remediation for node worker-3}]
+rereads:
+  description:
+    - Writes refused in this pass because what they were decided on changed after it was read (another pass,
+      another writer) or a remediation object of that name was made meanwhile.
+    - Each time the rest of that evaluation's writes were dropped, everything was read again and the pass decided
+      again; what was written before is part of that read and stays in C(created), C(deleted) and C(marked).
+    - 0 offline and in check mode.
+  returned: always
+  type: int
+  sample: 0
 """
 
 from datetime import datetime, timezone
@@ -246,6 +262,7 @@ def _result(result: PassResult) -> dict[str, Any]:
         "marked": result.marked,
         "decisions": [d.as_dict() for d in evaluation.decisions],
         "events": result.events,
+        "rereads": result.rereads,
     }
     if result.status is not None:
         out["status"] = result.status

@@ -126,13 +126,20 @@ class Template:
 
 @dataclass(frozen=True)
 class RemediationRef:
-    """A remediation object, by what is needed to patch or delete it."""
+    """A remediation object, by what is needed to patch or delete it.
+
+    ``uid`` and ``resource_version`` are those of the object as read (empty when the input had none): the
+    caller's writes carry them as preconditions, so a write decided on this read is refused when the object was
+    replaced or changed since. They are not part of :meth:`as_dict`.
+    """
 
     node: str
     api_version: str
     kind: str
     namespace: str
     name: str
+    uid: str = ""
+    resource_version: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -279,6 +286,8 @@ def _ref(remediation: Mapping[str, Any]) -> RemediationRef:
         kind=str(remediation.get("kind", "")),
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 

@@ -5,14 +5,22 @@
 Reads the NodeHealthCheck, every Node, the remediation objects it owns and the NodeMaintenances;
 creates the remediation objects for the nodes to remediate (from the template, owned by the
 NodeHealthCheck, with upstream's labels and annotations), deletes those of nodes healthy again,
-marks timed-out and healthy-delayed ones, updates the status conditionally (resourceVersion; a
-conflict is retried after a re-read) and records events. In check mode nothing is written.
+marks timed-out and healthy-delayed ones, updates the status and records events. In check mode
+nothing is written.
+
+Every write is conditional on the read it was decided on: a deletion carries the uid and resourceVersion
+of the remediation object as listed (DeleteOptions preconditions), the annotation merge patches (on
+remediation objects and on the Node) and the status update carry the resourceVersion as read, a create
+by name is create-only (a create with ``generateName`` cannot conflict). A refused write (Conflict,
+UIDMismatch, the name taken) drops the rest of that evaluation's writes; everything is read again and
+evaluated again (at most REEVALUATIONS times per pass, then Conflict). A deletion that meets NotFound
+(someone else deleted the object) and a patch of an object gone are left out of the result.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,7 +34,6 @@ from ..core.health import (
     TIMED_OUT_ANNOTATION,
     Code,
     Evaluation,
-    RemediationRef,
     RemediationRequest,
     evaluate,
     format_time,
@@ -40,11 +47,21 @@ PART_OF_LABEL = "app.kubernetes.io/part-of"
 PART_OF_VALUE = "node-healthcheck-controller"
 MULTIPLE_TEMPLATES_ANNOTATION = "remediation.medik8s.io/multiple-templates-support"
 NHC_API_VERSION = "remediation.medik8s.io/v1alpha1"
-STATUS_RETRIES = 5
+#: Refused writes per pass: each one a new read of everything and a new evaluation.
+REEVALUATIONS = 5
 
 
 class HealthInputError(ValueError):
     """Input the pass cannot use (a missing NodeHealthCheck or template); the message says what to fix."""
+
+
+class StaleRead(Conflict):
+    """A write of the pass was refused because what it was decided on changed since it was read."""
+
+    def __init__(self, what: str, cause: Conflict) -> None:
+        super().__init__(f"{what}: {cause.msg}", cause.status, cause.body)
+        self.what = what
+        self.cause = cause
 
 
 def under_maintenance(node_maintenances: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -203,6 +220,7 @@ class PassResult:
     status_changed: bool = False
     events: list[dict[str, str]] = field(default_factory=list)  # {reason, type, message}
     disabled: str | None = None
+    rereads: int = 0  # writes refused as decided on a stale read: each one a new read and evaluation
 
     @property
     def changed(self) -> bool:
@@ -291,6 +309,50 @@ class HealthPass:
         return under_maintenance(items)
 
     def run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime]) -> PassResult:
+        """Read, evaluate and write until a whole evaluation's writes went through (or wrote nothing).
+
+        Every write carries a precondition on the object as read (see the module docstring); when one is refused
+        (Conflict, UIDMismatch, a by-name create that meets an existing object) the rest of that evaluation's
+        writes are dropped, everything is read again and the evaluation made again: what was written before is
+        part of that read. More than REEVALUATIONS refusals in one pass: Conflict, naming what kept changing.
+        """
+        done = _Done()
+        refused: list[StaleRead] = []
+        while True:
+            try:
+                result, nhc = self._evaluate_and_write(name, spec, now, done)
+            except StaleRead as exc:
+                refused.append(exc)
+                if len(refused) > REEVALUATIONS:
+                    raise Conflict(_gave_up(name or "", refused), 409) from exc
+                continue
+            break
+        result.rereads = len(refused)
+
+        result.events = evaluation_events(result.evaluation, {c["node"] for c in result.created})
+        for deleted in result.deleted:
+            result.events.append(
+                {
+                    "reason": "RemediationRemoved",
+                    "type": "Normal",
+                    "message": f"Deleted remediation {deleted['kind']} {deleted['namespace']}/{deleted['name']} "
+                    f"of node {deleted['node']}",
+                }
+            )
+        if result.disabled:
+            result.events.append({"reason": "Disabled", "type": "Warning", "message": result.disabled})
+        if nhc is not None and not self.check_mode and self.emit_events:
+            for event in result.events:
+                self.client.create_event(nhc, event["reason"], event["message"], event["type"])
+        return result
+
+    def _evaluate_and_write(
+        self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime], done: _Done
+    ) -> tuple[PassResult, dict[str, Any] | None]:
+        """One read, one evaluation and its writes (recorded in ``done`` as each one goes through).
+
+        Raises StaleRead when a write is refused because what it was decided on changed since it was read.
+        """
         nhc: dict[str, Any] | None = None
         if name:
             try:
@@ -323,49 +385,14 @@ class HealthPass:
                 result.disabled = f"template {ref.get('kind')} {ref.get('namespace')}/{ref.get('name')} not found"
                 break
 
-        created_nodes: set[str] = set()
         if result.disabled is None:
-            for request in evaluation.to_remediate:
-                ref = request.template.reference
-                template = templates[f"{ref.get('namespace')}/{ref.get('kind')}/{ref.get('name')}"]
-                body = remediation_object(request, template, nhc)
-                shown = {
-                    "node": request.node,
-                    "kind": body["kind"],
-                    "namespace": body["metadata"]["namespace"],
-                    "name": body["metadata"].get("name") or body["metadata"]["generateName"],
-                }
-                if writes:
-                    res = self._resource(body["apiVersion"], body["kind"])
-                    made = self.client.create(res, body, body["metadata"]["namespace"])
-                    shown["name"] = made["metadata"]["name"]
-                    rems.append(made)
-                result.created.append(shown)
-                created_nodes.add(request.node)
-            for ref_ in evaluation.to_delete:
-                if writes:
-                    with contextlib.suppress(NotFound):
-                        self.client.delete(self._resource(ref_.api_version, ref_.kind), ref_.name, ref_.namespace)
-                result.deleted.append(ref_.as_dict())
-            self._annotate(evaluation.to_mark_timed_out, TIMED_OUT_ANNOTATION, moment, writes, result)
-            self._annotate(evaluation.to_mark_healthy, HEALTHY_DELAY_ANNOTATION, moment, writes, result)
-            for node in evaluation.confirmations_to_clear:
-                if writes:
-                    patch = {"metadata": {"annotations": {CONFIRMED_HEALTHY_ANNOTATION: None}}}
-                    self.client.patch(NODES, node, patch)
-
-        result.events = evaluation_events(evaluation, created_nodes)
-        for deleted in result.deleted:
-            result.events.append(
-                {
-                    "reason": "RemediationRemoved",
-                    "type": "Normal",
-                    "message": f"Deleted remediation {deleted['kind']} {deleted['namespace']}/{deleted['name']} "
-                    f"of node {deleted['node']}",
-                }
-            )
-        if result.disabled:
-            result.events.append({"reason": "Disabled", "type": "Warning", "message": result.disabled})
+            if writes:
+                self._write(evaluation, templates, nhc, nodes, moment, done)
+            else:
+                self._show(evaluation, templates, nhc, moment, result)
+        result.created.extend(done.created)
+        result.deleted.extend(done.deleted)
+        result.marked.extend(done.marked)
 
         if nhc is not None:
             if writes:
@@ -374,22 +401,81 @@ class HealthPass:
                 gone = {(r.namespace, r.name) for r in evaluation.to_delete}
                 rems = [r for r in rems if ((r["metadata"].get("namespace"), r["metadata"]["name"]) not in gone)]
             self._status(nhc, name or "", evaluation, rems, moment, writes, result)
-            if writes and self.emit_events:
-                for event in result.events:
-                    self.client.create_event(nhc, event["reason"], event["message"], event["type"])
-        return result
+        return result, nhc
 
-    def _annotate(
-        self, refs: Sequence[RemediationRef], annotation: str, moment: datetime, writes: bool, result: PassResult
+    def _show(
+        self,
+        evaluation: Evaluation,
+        templates: Mapping[str, Mapping[str, Any]],
+        nhc: Mapping[str, Any] | None,
+        moment: datetime,
+        result: PassResult,
     ) -> None:
-        for ref in refs:
-            if writes:
-                patch = {"metadata": {"annotations": {annotation: format_time(moment)}}}
+        """What the writes would be (check mode, or a spec given as data): recorded in ``result``, nothing sent."""
+        for request in evaluation.to_remediate:
+            body = remediation_object(request, templates[_template_key(request)], nhc)
+            result.created.append(_shown(request, body))
+        result.deleted.extend(ref.as_dict() for ref in evaluation.to_delete)
+        for refs, annotation in (
+            (evaluation.to_mark_timed_out, TIMED_OUT_ANNOTATION),
+            (evaluation.to_mark_healthy, HEALTHY_DELAY_ANNOTATION),
+        ):
+            result.marked.extend({"node": ref.node, "name": ref.name, "annotation": annotation} for ref in refs)
+
+    def _write(
+        self,
+        evaluation: Evaluation,
+        templates: Mapping[str, Mapping[str, Any]],
+        nhc: Mapping[str, Any] | None,
+        nodes: Sequence[Mapping[str, Any]],
+        moment: datetime,
+        done: _Done,
+    ) -> None:
+        """The writes of ``evaluation``, each conditional on the read it was decided on; each one that goes
+        through is recorded in ``done`` at once, so a StaleRead raised by a later one leaves an honest record."""
+        for request in evaluation.to_remediate:
+            body = remediation_object(request, templates[_template_key(request)], nhc)
+            shown = _shown(request, body)
+            res = self._resource(body["apiVersion"], body["kind"])
+            # No precondition is possible on a create: by name it is create-only (409 when an object of that name
+            # exists: someone made it since the list, so decide again); a generated name never conflicts.
+            with _stale_on_conflict(f"create {body['kind']} {shown['namespace']}/{shown['name']}"):
+                made = self.client.create(res, body, body["metadata"]["namespace"])
+            shown["name"] = made["metadata"]["name"]
+            done.created.append(shown)
+        for ref in evaluation.to_delete:
+            res = self._resource(ref.api_version, ref.kind)
+            try:
+                with _stale_on_conflict(f"delete {ref.kind} {ref.namespace}/{ref.name}"):
+                    self.client.delete(
+                        res, ref.name, ref.namespace, uid=ref.uid or None, resource_version=ref.resource_version or None
+                    )
+            except NotFound:
+                continue  # already gone (someone else deleted it): not a deletion of this pass
+            done.deleted.append(ref.as_dict())
+        for refs, annotation in (
+            (evaluation.to_mark_timed_out, TIMED_OUT_ANNOTATION),
+            (evaluation.to_mark_healthy, HEALTHY_DELAY_ANNOTATION),
+        ):
+            for ref in refs:
+                patch = _conditional({"annotations": {annotation: format_time(moment)}}, ref.resource_version)
                 try:
-                    self.client.patch(self._resource(ref.api_version, ref.kind), ref.name, patch, ref.namespace)
+                    with _stale_on_conflict(f"annotate {ref.kind} {ref.namespace}/{ref.name} ({annotation})"):
+                        self.client.patch(self._resource(ref.api_version, ref.kind), ref.name, patch, ref.namespace)
                 except NotFound:
                     continue
-            result.marked.append({"node": ref.node, "name": ref.name, "annotation": annotation})
+                done.marked.append({"node": ref.node, "name": ref.name, "annotation": annotation})
+        versions = {
+            str((n.get("metadata") or {}).get("name")): str((n.get("metadata") or {}).get("resourceVersion") or "")
+            for n in nodes
+        }
+        for node in evaluation.confirmations_to_clear:
+            patch = _conditional({"annotations": {CONFIRMED_HEALTHY_ANNOTATION: None}}, versions.get(node, ""))
+            try:
+                with _stale_on_conflict(f"remove the annotation {CONFIRMED_HEALTHY_ANNOTATION} of Node {node}"):
+                    self.client.patch(NODES, node, patch)
+            except NotFound:
+                continue  # the Node is gone, and its annotation with it
 
     def _status(
         self,
@@ -401,23 +487,75 @@ class HealthPass:
         writes: bool,
         result: PassResult,
     ) -> None:
+        """The status from this evaluation, written (when it changed) on the NodeHealthCheck's version as read
+        for it: a Conflict (the NodeHealthCheck changed since, its spec maybe) is a StaleRead."""
         disabled = "RemediationTemplateNotFound" if result.disabled else None
-        current = nhc
-        for _attempt in range(STATUS_RETRIES):
-            old = current.get("status") or {}
-            status = build_status(old, evaluation, rems, moment, disabled, result.disabled or "")
-            result.status = status
-            result.status_changed = status != {k: old.get(k) for k in status}
-            if not result.status_changed or not writes:
-                return
-            body = dict(current)
-            body["status"] = status
-            try:
-                updated = self.client.replace(NODE_HEALTH_CHECKS, body, subresource="status")
-            except Conflict:
-                current = self.client.get(NODE_HEALTH_CHECKS, name)
-                continue
-            nhc.clear()
-            nhc.update(updated)
+        old = nhc.get("status") or {}
+        status = build_status(old, evaluation, rems, moment, disabled, result.disabled or "")
+        result.status = status
+        result.status_changed = status != {k: old.get(k) for k in status}
+        if not result.status_changed or not writes:
             return
-        raise Conflict(f"update NodeHealthCheck {name} status: still conflicting after {STATUS_RETRIES} re-reads")
+        body = dict(nhc)
+        body["status"] = status
+        with _stale_on_conflict(f"update NodeHealthCheck {name} status"):
+            updated = self.client.replace(NODE_HEALTH_CHECKS, body, subresource="status")
+        nhc.clear()
+        nhc.update(updated)
+
+
+@dataclass
+class _Done:
+    """What a pass wrote so far, over all its evaluations (a write that went through stays written)."""
+
+    created: list[dict[str, Any]] = field(default_factory=list)
+    deleted: list[dict[str, Any]] = field(default_factory=list)
+    marked: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _template_key(request: RemediationRequest) -> str:
+    ref = request.template.reference
+    return f"{ref.get('namespace')}/{ref.get('kind')}/{ref.get('name')}"
+
+
+def _shown(request: RemediationRequest, body: Mapping[str, Any]) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {
+        "node": request.node,
+        "kind": body["kind"],
+        "namespace": meta["namespace"],
+        "name": meta.get("name") or meta["generateName"],
+    }
+
+
+def _conditional(metadata: dict[str, Any], resource_version: str) -> dict[str, Any]:
+    """A merge patch of ``metadata`` that holds the resourceVersion as read: refused (Conflict) when the object
+    changed since. Without a version (an object given without one) the patch is unconditional."""
+    if resource_version:
+        metadata = {**metadata, "resourceVersion": resource_version}
+    return {"metadata": metadata}
+
+
+@contextlib.contextmanager
+def _stale_on_conflict(what: str) -> Iterator[None]:
+    """A Conflict (a changed resourceVersion, a UID that is another object's now, a name taken) raised by the
+    write ``what`` becomes a StaleRead: the decision was made on a read that is out of date."""
+    try:
+        yield
+    except Conflict as exc:
+        raise StaleRead(what, exc) from exc
+
+
+def _gave_up(name: str, refused: Sequence[StaleRead]) -> str:
+    counts: dict[str, int] = {}
+    for stale in refused:
+        counts[stale.what] = counts.get(stale.what, 0) + 1
+    kept = "; ".join(f"{what} ({count}x)" for what, count in counts.items())
+    last = refused[-1].cause.msg.rstrip(".")
+    return (
+        f"NodeHealthCheck {name}: what this pass writes kept changing while it wrote it; after {REEVALUATIONS} "
+        f"re-reads and new evaluations a write was still refused as decided on a stale read. Refused: {kept}. "
+        f"Last answer: {last}. Another writer is changing these objects (another node_health "
+        "pass, the NodeHealthCheck operator, a controller of the remediation objects); what was written before "
+        "stays written, and the next pass goes on from it."
+    )
