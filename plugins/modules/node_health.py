@@ -29,6 +29,9 @@ description:
     resourceVersion as read, and a create by name fails if the name is taken. When a write is refused because the
     object changed, was replaced or was created meanwhile, the rest of that evaluation's writes are dropped, everything
     is read again and the pass decides again (at most 5 times, then it fails naming what kept changing).
+  - A pass that writes holds the C(coordination.k8s.io) Lease C(nodeops-health-<name>) while it reads, decides and
+    writes, so two passes for one C(NodeHealthCheck) never act at once (they would each create a remediation object
+    for the same node). The credential needs C(get), C(create) and C(update) on Leases in O(lease_namespace).
   - Offline, with O(nodes) given, nothing is read from or written to a cluster; the result is a what-if evaluation.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
@@ -75,6 +78,17 @@ options:
     description:
       - Offline mode. The time of the evaluation, RFC 3339 (V(2026-01-02T03:04:05Z)); by default the current time.
     type: str
+  lease_namespace:
+    description:
+      - Namespace of the pass's Lease. By default the namespace of the first remediation template (where the
+        remediation objects are created), else V(default).
+    type: str
+  lease_wait:
+    description:
+      - Seconds to wait for the Lease while another pass holds it. The default outlasts the Lease of a pass that died
+        holding it (60 s after its last renewal). When the wait ends first the task fails and nothing is written.
+    type: float
+    default: 65
   events:
     description:
       - Record events on the C(NodeHealthCheck).
@@ -279,12 +293,15 @@ def main() -> None:
             "node_maintenances": {"type": "list", "elements": "dict", "default": []},
             "now": {"type": "str"},
             "events": {"type": "bool", "default": True},
+            "lease_namespace": {"type": "str"},
+            "lease_wait": {"type": "float", "default": 65.0},
         },
         required_one_of=[("name", "spec")],
         mutually_exclusive=[("name", "spec"), ("name", "nodes")],
         supports_check_mode=True,
     )
     params = module.params
+    warnings: list[str] = []
     try:
         if params["nodes"] is not None:
             if params["spec"] is None:
@@ -308,12 +325,25 @@ def main() -> None:
             module.exit_json(**out)
         if params["now"]:
             module.fail_json(msg="now is only for offline mode (with nodes); a live pass uses the current time.")
-        engine = HealthPass(module.client, check_mode=module.check_mode, emit_events=params["events"])
+        if params["lease_wait"] < 0:
+            module.fail_json(msg="lease_wait: give 0 or more seconds.")
+        engine = HealthPass(
+            module.client,
+            check_mode=module.check_mode,
+            emit_events=params["events"],
+            lease_namespace=params["lease_namespace"],
+            lease_wait=params["lease_wait"],
+        )
+        warnings = engine.warnings
         result = engine.run(params["name"], params["spec"], _now)
     except (HealthSpecError, HealthInputError, SchedulerInputError) as err:
         module.fail_json(msg=str(err))
     except K8sError as exc:
+        for warning in warnings:
+            module.warn(warning)
         module.fail_k8s(exc)
+    for warning in warnings:
+        module.warn(warning)
     out = _result(result)
     if params["name"] is None:
         out["changed"] = False

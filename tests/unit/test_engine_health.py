@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import evaluate
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
     REEVALUATIONS,
+    Busy,
     HealthPass,
     PassResult,
     build_status,
@@ -22,6 +23,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
 
 UTC = timezone.utc  # noqa: UP017
 NOW = datetime(2026, 1, 2, 3, 10, 0, tzinfo=UTC)
@@ -523,3 +525,33 @@ def test_the_timed_out_mark_carries_the_version_and_the_escalation_creates_by_ge
     assert result.marked == [{"node": "b", "name": "b-00001", "annotation": "remediation.medik8s.io/nhc-timed-out"}]
     assert fake.preconditions == [("patch", "b-00001", {"resourceVersion": listed})]
     assert "remediation.medik8s.io/nhc-timed-out" in annotations(fake, key)
+
+
+def test_a_pass_that_writes_holds_the_nodehealthchecks_lease_and_gives_it_up() -> None:
+    fake = cluster(SPEC, [node("a", "True"), node("b", "Unknown")], [])
+    result = run_pass(fake)
+    assert result.created, "the pass had something to write"
+    lease_writes = [i for i, w in enumerate(fake.writes) if w[1] == "leases"]
+    other_writes = [i for i, w in enumerate(fake.writes) if w[1] != "leases"]
+    assert lease_writes[0] < other_writes[0] and lease_writes[-1] > other_writes[-1], fake.writes
+    lease = fake.store[("leases", "ops", "nodeops-health-n")]  # the template's namespace
+    assert lease["spec"]["holderIdentity"] is None
+
+
+def test_a_pass_while_another_holds_the_lease_writes_nothing_and_says_who() -> None:
+    fake = cluster(SPEC, [node("a", "True"), node("b", "Unknown")], [])
+    other = Lease(fake, "nodeops-health-n", "ops", "other-pass")  # type: ignore[arg-type]
+    assert other.try_acquire()
+    before = list(fake.writes)
+    with pytest.raises(Busy, match=r"other-pass\) holds Lease ops/nodeops-health-n"):
+        HealthPass(fake, lease_wait=0).run("n", None, lambda: NOW)  # type: ignore[arg-type]
+    assert fake.writes == before and fake.events == []
+    other.release()
+    assert run_pass(fake).created  # given up: the next pass goes on
+
+
+def test_check_mode_and_a_spec_given_as_data_take_no_lease() -> None:
+    fake = cluster(SPEC, [node("a", "True"), node("b", "Unknown")], [])
+    run_pass(fake, check_mode=True)
+    HealthPass(fake).run(None, SPEC, lambda: NOW)  # type: ignore[arg-type]
+    assert not [w for w in fake.writes if w[1] == "leases"] and ("leases", "ops", "nodeops-health-n") not in fake.store

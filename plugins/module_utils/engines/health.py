@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from ..core.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
@@ -42,6 +42,7 @@ from ..core.health import (
 from ..core.scheduler import parse_requests
 from ..k8s.client import NODE_HEALTH_CHECKS, NODE_MAINTENANCES, NODES, Client, Resource
 from ..k8s.errors import Conflict, MissingResourceType, NotFound
+from ..k8s.lease import GuardedClient, Lease, lease_name
 
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 PART_OF_VALUE = "node-healthcheck-controller"
@@ -49,6 +50,31 @@ MULTIPLE_TEMPLATES_ANNOTATION = "remediation.medik8s.io/multiple-templates-suppo
 NHC_API_VERSION = "remediation.medik8s.io/v1alpha1"
 #: Refused writes per pass: each one a new read of everything and a new evaluation.
 REEVALUATIONS = 5
+#: Seconds a pass waits for the NodeHealthCheck's Lease by default: longer than the Lease lasts after the last
+#: renewal of a pass that died holding it.
+LEASE_WAIT = 65.0
+
+
+class Busy(Conflict):
+    """Another pass holds the NodeHealthCheck's Lease: this one wrote nothing."""
+
+    reason = "busy"
+
+
+def health_lease_name(nhc_name: str) -> str:
+    """The name of a NodeHealthCheck's pass Lease."""
+    return lease_name("nodeops-health", nhc_name)
+
+
+def lease_namespace_of(spec: Mapping[str, Any]) -> str:
+    """Where a pass keeps its Lease by default: the namespace of the first remediation template (the one its
+    remediation objects are created in), else ``default``."""
+    refs = [spec.get("remediationTemplate") or {}]
+    refs += [(step or {}).get("remediationTemplate") or {} for step in spec.get("escalatingRemediations") or []]
+    for ref in refs:
+        if ref.get("namespace"):
+            return str(ref["namespace"])
+    return "default"
 
 
 class HealthInputError(ValueError):
@@ -258,10 +284,21 @@ def evaluation_events(evaluation: Evaluation, created_nodes: set[str]) -> list[d
 class HealthPass:
     """One pass for the NodeHealthCheck ``name`` (or a ``spec`` given as data, which writes nothing)."""
 
-    def __init__(self, client: Client, check_mode: bool = False, emit_events: bool = True) -> None:
+    def __init__(
+        self,
+        client: Client,
+        check_mode: bool = False,
+        emit_events: bool = True,
+        lease_namespace: str | None = None,
+        lease_wait: float = LEASE_WAIT,
+    ) -> None:
         self.client = client
         self.check_mode = check_mode
         self.emit_events = emit_events
+        self.lease_namespace = lease_namespace
+        self.lease_wait = lease_wait
+        #: what went wrong beside the writes (a Lease renewal the API did not answer)
+        self.warnings: list[str] = []
         self._resources: dict[tuple[str, str], Resource] = {}
 
     def _resource(self, api_version: str, kind: str) -> Resource:
@@ -309,6 +346,36 @@ class HealthPass:
         return under_maintenance(items)
 
     def run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime]) -> PassResult:
+        """One pass; a pass that writes holds the NodeHealthCheck's Lease (see :meth:`_run`): two passes at once
+        would each decide on a read the other is changing (two remediation objects for one node)."""
+        if not name or self.check_mode:
+            return self._run(name, spec, now)
+        try:
+            nhc = self.client.get(NODE_HEALTH_CHECKS, name)
+        except NotFound:
+            raise HealthInputError(
+                f"NodeHealthCheck {name!r} does not exist; check the name with 'kubectl get nhc'."
+            ) from None
+        namespace = self.lease_namespace or lease_namespace_of(nhc.get("spec") or {})
+        lease = Lease(self.client, health_lease_name(name), namespace)
+        if not lease.acquire(self.lease_wait):
+            raise Busy(
+                f"Another node_health pass ({lease.holder}) holds Lease {namespace}/{lease.name} of NodeHealthCheck"
+                f" {name} (waited {self.lease_wait:g} s); nothing was written. Run again, or raise lease_wait.",
+                409,
+                None,
+            )
+        reader = self.client
+        self.client = cast(Client, GuardedClient(reader, lease))
+        try:
+            with lease.kept(self.warnings.append):
+                return self._run(name, spec, now)
+        finally:
+            self.client = reader
+            if not lease.release(retry_for=10.0):
+                self.warnings.append(f"Lease {namespace}/{lease.name} could not be given up; it expires by itself.")
+
+    def _run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime]) -> PassResult:
         """Read, evaluate and write until a whole evaluation's writes went through (or wrote nothing).
 
         Every write carries a precondition on the object as read (see the module docstring); when one is refused
@@ -324,7 +391,7 @@ class HealthPass:
             except StaleRead as exc:
                 refused.append(exc)
                 if len(refused) > REEVALUATIONS:
-                    raise Conflict(_gave_up(name or "", refused), 409) from exc
+                    raise Conflict(_gave_up(name or "", refused), 409) from None  # the message names each refusal
                 continue
             break
         result.rereads = len(refused)

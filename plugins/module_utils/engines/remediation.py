@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -54,7 +53,7 @@ from ..k8s.client import (
     Client,
 )
 from ..k8s.errors import OBJECT_GONE, Conflict, MissingResourceType, NotFound
-from ..k8s.lease import GuardedClient, Lease, default_identity
+from ..k8s.lease import GuardedClient, Lease, default_identity, lease_name
 from .health import under_maintenance
 
 CONFIG_NAME = "self-node-remediation-config"
@@ -122,11 +121,8 @@ class Outcome:
 
 
 def node_lease_name(node: str) -> str:
-    """The name of a node's remediation Lease: a DNS subdomain of at most 253 characters."""
-    name = f"nodeops-remediation-{node}"
-    if len(name) <= 253:
-        return name
-    return f"nodeops-remediation-{hashlib.sha256(node.encode()).hexdigest()[:16]}"
+    """The name of a node's remediation Lease."""
+    return lease_name("nodeops-remediation", node)
 
 
 def snr_node(snr: Mapping[str, Any]) -> str:

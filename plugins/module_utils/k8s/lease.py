@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import os
 import socket
 import threading
@@ -48,6 +49,15 @@ def _retrying_until(client: Any, until: float) -> contextlib.AbstractContextMana
     """``client.retrying_until(until)`` where the client has it (a test's fake may not)."""
     within = getattr(client, "retrying_until", None)
     return within(until) if within is not None else contextlib.nullcontext()
+
+
+def lease_name(prefix: str, name: str) -> str:
+    """``prefix-name`` as a Lease name (a DNS subdomain of at most 253 characters): a name too long for that is
+    replaced by a digest of it."""
+    full = f"{prefix}-{name}"
+    if len(full) <= 253:
+        return full
+    return f"{prefix}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
 def default_identity() -> str:
