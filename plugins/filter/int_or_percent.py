@@ -51,12 +51,13 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.intorperc
     parse,
 )
 
-_DIGITS = re.compile(r"^\s*-?\d+\s*$")
+# [0-9], not \d: \d (like int()) takes every Unicode decimal digit, such as "٣" (U+0663).
+_DIGITS = re.compile(r"\s*-?[0-9]+\s*")
 
 
 def int_or_percent(value: Any, name: str = "value") -> int | str:
     """``3`` or ``"3"`` -> 3, ``"20%"`` -> ``"20%"``; anything else fails naming ``name``."""
-    if isinstance(value, str) and _DIGITS.match(value):
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
         return int(value)
     try:
         number, is_percent = parse(value, name)

@@ -142,7 +142,7 @@ def safe_reboot_time(spec: Any, worker_nodes: Any = None, watchdog_timeout: Any 
         raise AnsibleFilterError(
             "safe_reboot_time: worker_nodes is required, the number of nodes labelled node-role.kubernetes.io/worker."
         )
-    if isinstance(worker_nodes, str) and worker_nodes.strip().isdigit():
+    if isinstance(worker_nodes, str) and worker_nodes.strip().isascii() and worker_nodes.strip().isdigit():
         worker_nodes = int(worker_nodes)
     if spec is not None and not isinstance(spec, dict):
         raise AnsibleFilterError(

@@ -218,6 +218,7 @@ waiting:
 from datetime import datetime, timezone
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import HealthSpecError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import SafeTimeError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import SchedulerInputError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import StrategyError
@@ -256,7 +257,7 @@ def main() -> None:
     )
     try:
         outcomes = manager.run(params["namespace"], params["name"], params["wait_timeout"])
-    except (SafeTimeError, StrategyError, SchedulerInputError) as err:
+    except (SafeTimeError, StrategyError, SchedulerInputError, HealthSpecError) as err:
         module.fail_json(msg=str(err))
     except K8sError as exc:
         for warning in manager.warnings:

@@ -261,3 +261,76 @@ def test_remediate_playbook_loop_mode(cluster: Any, setup: dict[str, Any]) -> No
         check=False,
     )
     assert missing.returncode != 0 and "Set remediate_nhc_name" in missing.stdout
+
+
+def _offline_node(name: str, status: str = "True", **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"health-test": "t", **labels}},
+        "status": {"conditions": [{"type": "Ready", "status": status, "lastTransitionTime": "2026-01-02T03:00:00Z"}]},
+    }
+
+
+def _impossible_condition_time() -> list[dict[str, Any]]:
+    broken = _offline_node("b", "Unknown")
+    broken["status"]["conditions"][0]["lastTransitionTime"] = "2026-02-30T00:00:00Z"
+    return [_offline_node("a"), broken]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"now": "2026-13-45T00:00:00Z"}, "now: '2026-13-45T00:00:00Z' is not a valid RFC 3339 timestamp"),
+        (
+            {"nodes": _impossible_condition_time()},
+            "nodes[1].status.conditions[0].lastTransitionTime: '2026-02-30T00:00:00Z' is not a valid RFC 3339 "
+            "timestamp (day is out of range for month); give a date and time that exist",
+        ),
+        (
+            {
+                "remediations": [
+                    {
+                        "apiVersion": f"{SNR_GROUP}/{VERSION}",
+                        "kind": "SelfNodeRemediation",
+                        "metadata": {"name": "b", "namespace": "ns", "creationTimestamp": "9999-12-31T23:59:59-01:00"},
+                    }
+                ]
+            },
+            "remediations[0].metadata.creationTimestamp: '9999-12-31T23:59:59-01:00' is outside the years 0001 to 9999",
+        ),
+        ({"nodes": [{}]}, "nodes[0]: metadata.name is missing"),
+        ({"selector": {"matchLabels": {"health-test": 1}}}, "spec.selector.matchLabels.health-test: 1 is not a string"),
+        (
+            {"selector": {"matchExpressions": [{"key": "health-test", "operator": "In", "values": [1]}]}},
+            "spec.selector.matchExpressions[0].values[0]: 1 is not a string",
+        ),
+        ({"minHealthy": "\uff150%"}, "spec.minHealthy: '\uff150%' is not an integer or a whole percentage"),
+        (
+            {
+                "node_maintenances": [
+                    {
+                        "metadata": {"name": "m", "creationTimestamp": "9999-12-31T23:59:59-01:00"},
+                        "spec": {"nodeName": "a", "requestorID": "x.example.com"},
+                    }
+                ]
+            },
+            "NodeMaintenance default/m: metadata.creationTimestamp: '9999-12-31T23:59:59-01:00' is outside the years",
+        ),
+    ],
+)
+def test_offline_bad_input_fails_naming_the_field(change: dict[str, Any], message: str) -> None:
+    """Each was a Python traceback, or silently 0 observed nodes, before."""
+    spec = nhc_body("x", "t", "ns", "50%")["spec"]
+    args: dict[str, Any] = {"spec": spec, "nodes": [_offline_node("a"), _offline_node("b", "Unknown")]}
+    args["now"] = "2026-01-02T03:10:00Z"
+    for key, value in change.items():
+        if key in ("selector", "minHealthy"):
+            args["spec"] = {**spec, key: value}
+        else:
+            args[key] = value
+    run = run_module("node_health", args, env={"KUBECONFIG": "/nonexistent"})
+    assert run.failed, run.result
+    assert message in run.result["msg"], run.result
+    # fail_json, not an exception (which ansible reports as "Task failed: Module failed: <the exception>")
+    assert not run.result["msg"].startswith("Task failed") and "module_stderr" not in run.result
+    assert "Traceback" not in run.stderr
+    assert run.result.get("changed") is not True

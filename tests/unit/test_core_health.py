@@ -501,3 +501,169 @@ def test_deterministic_and_independent_of_input_order(c: dict[str, Any], rnd: ra
     assert evaluate_cluster(c) == first
     shuffled = dict(c, nodes=rnd.sample(c["nodes"], len(c["nodes"])), rems=rnd.sample(c["rems"], len(c["rems"])))
     assert evaluate_cluster(shuffled) == first
+
+
+# -- input checks: every time, number, selector value and node ---------------------------------
+@pytest.mark.parametrize(
+    ("now", "why"),
+    [
+        ("2026-13-45T00:00:00Z", r"is not a valid RFC 3339 timestamp \(month must be in 1\.\.12\)"),
+        ("2026-02-30T00:00:00Z", r"is not a valid RFC 3339 timestamp \(day is out of range for month\)"),
+        ("\u0662\u0660\u0662\u0666-06-01T12:00:00Z", r"ASCII digits"),
+        ("9999-12-31T23:59:59-01:00", r"is outside the years 0001 to 9999"),
+    ],
+)
+def test_a_bad_now_names_the_field(now: str, why: str) -> None:
+    with pytest.raises(HealthSpecError, match=rf"^now: '.*' .*{why}"):
+        parse_time(now, "now")
+
+
+def test_an_impossible_condition_time_names_the_node_index_and_the_field() -> None:
+    bad = node("b")
+    bad["status"]["conditions"].append(
+        {"type": "DiskPressure", "status": "False", "lastTransitionTime": "2026-02-30T00:00:00Z"}
+    )
+    with pytest.raises(HealthSpecError) as info:
+        run([node("a"), bad, node("c")])
+    assert str(info.value).startswith(
+        "nodes[1].status.conditions[1].lastTransitionTime: '2026-02-30T00:00:00Z' is not a valid RFC 3339 timestamp "
+        "(day is out of range for month); give a date and time that exist"
+    )
+    listed = node("b", "Unknown")
+    listed["status"]["conditions"][0]["lastTransitionTime"] = "2026-06-31T00:00:00Z"
+    with pytest.raises(HealthSpecError, match=r"^nodes\[0\]\.status\.conditions\[0\]\.lastTransitionTime: "):
+        run([listed, node("c")])
+
+
+@pytest.mark.parametrize(
+    ("stamp", "why"),
+    [
+        ("9999-12-31T23:59:59-01:00", "is outside the years 0001 to 9999"),
+        ("9999-12-31T23:59:59Z", "is too late"),
+        ("2026-02-30T00:00:00Z", "day is out of range for month"),
+        ("2026-06-01T1\uff12:00:00Z", "ASCII digits"),
+    ],
+)
+def test_a_remediation_time_that_cannot_be_used_names_the_field(stamp: str, why: str) -> None:
+    nodes = [node("a", "Unknown", since=9999), node("b"), node("c")]
+    created = rem("a", template=REBOOT)
+    created["metadata"]["creationTimestamp"] = stamp
+    with pytest.raises(HealthSpecError, match=rf"^remediations\[0\]\.metadata\.creationTimestamp: '.*' .*{why}"):
+        run(nodes, [created], remediationTemplate=None, escalatingRemediations=STEPS)
+    delayed = rem("b", annotations={HEALTHY_DELAY_ANNOTATION: stamp})
+    field = rf"remediations\[1\]\.metadata\.annotations\[{HEALTHY_DELAY_ANNOTATION}\]"
+    with pytest.raises(HealthSpecError, match=rf"^{field}: '.*' .*{why}"):
+        run(nodes[1:], [rem("c"), delayed], healthyDelay="1m")
+
+
+def test_times_at_the_edges_of_the_years_work_or_name_the_field() -> None:
+    old = node("a", "Unknown")
+    old["status"]["conditions"][0]["lastTransitionTime"] = "0001-01-01T00:00:00Z"
+    result = evaluate(spec(), [old, node("b"), node("c")], [], NOW)
+    assert remediated(result) == ["a"]
+    early = evaluate(
+        spec(), [node("a", "Unknown"), node("b"), node("c")], [], parse_time("0001-01-01T00:00:00Z", "now")
+    )
+    assert codes(early)["a"] == Code.SOON_UNHEALTHY
+    assert parse_time("9000-01-01T00:00:00Z", "t").year == 9000
+    late = node("a", "Unknown")
+    late["status"]["conditions"][0]["lastTransitionTime"] = "9999-12-31T23:59:59-01:00"
+    field = r"nodes\[0\]\.status\.conditions\[0\]\.lastTransitionTime"
+    with pytest.raises(
+        HealthSpecError, match=rf"^{field}: '9999-12-31T23:59:59-01:00' is outside the years 0001 to 9999"
+    ):
+        evaluate(spec(), [late, node("b")], [], NOW)
+    with pytest.raises(HealthSpecError, match=r"^now: '9999-12-31T23:59:59Z' is too late: .* give a time before 9707-"):
+        parse_time("9999-12-31T23:59:59Z", "now")
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({}, "nodes[1]: metadata.name is missing"),
+        ({"metadata": {"labels": {WORKER: ""}}}, "nodes[1]: metadata.name is missing"),
+        ({"metadata": {"name": ""}}, "nodes[1]: metadata.name is missing"),
+        ({"metadata": {"name": 5}}, "nodes[1]: metadata.name is missing or not a string"),
+        ("b", "nodes[1]: a Node must be an object"),
+        ({"metadata": {"name": "b", "labels": {"pool": 1}}}, "nodes[1].metadata.labels.pool: 1 is not a string"),
+        ({"metadata": {"name": "b", "labels": ["pool"]}}, "nodes[1].metadata.labels: must be a mapping"),
+        ({"metadata": {"name": "b", "annotations": {"a": 1}}}, "nodes[1].metadata.annotations.a: 1 is not a string"),
+        ({"metadata": {"name": "b"}, "status": {"conditions": "Ready"}}, "nodes[1].status.conditions: must be a list"),
+        ({"metadata": {"name": "b"}, "status": {"conditions": ["Ready"]}}, "nodes[1].status.conditions[0]: must be"),
+        (
+            {"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready", "lastTransitionTime": 5}]}},
+            "nodes[1].status.conditions[0].lastTransitionTime: 5 is not an RFC 3339 timestamp",
+        ),
+        (
+            {"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready", "status": True}]}},
+            "nodes[1].status.conditions[0].status: True is not a string; quote it ('True')",
+        ),
+    ],
+)
+def test_a_malformed_node_names_its_index_and_the_field(bad: Any, message: str) -> None:
+    """Silently observed (or not) before, or a traceback; offline data with a typo must not evaluate."""
+    with pytest.raises(HealthSpecError) as info:
+        run([node("a"), bad, node("c")])
+    assert str(info.value).startswith(message)
+    with pytest.raises(HealthSpecError):
+        run([node("a"), bad, node("c")], selector=None)
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        ({"matchLabels": {"pool": 1}}, "spec.selector.matchLabels.pool: 1 is not a string; quote it ('1')"),
+        ({"matchLabels": {"pool": True}}, "spec.selector.matchLabels.pool: True is not a string"),
+        ({"matchLabels": {"pool": None}}, "spec.selector.matchLabels.pool: None is not a string"),
+        ({"matchLabels": {7: "gpu"}}, "spec.selector.matchLabels: the key 7 is not a string"),
+        (
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": [1]}]},
+            "spec.selector.matchExpressions[0].values[0]: 1 is not a string; quote it ('1')",
+        ),
+        (
+            {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["a", 2.5]}]},
+            "spec.selector.matchExpressions[0].values[1]: 2.5 is not a string",
+        ),
+        (
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": "gpu"}]},
+            "spec.selector.matchExpressions[0].values: must be a list of strings",
+        ),
+        (
+            {"matchExpressions": [{"key": 5, "operator": "Exists"}]},
+            "spec.selector.matchExpressions[0].key: 5 is not a string",
+        ),
+    ],
+)
+def test_a_selector_value_that_is_not_a_string_names_the_field(selector: dict[str, Any], message: str) -> None:
+    """Label values are strings: 1 never equals the label "1", so such a selector silently observed 0 nodes."""
+    with pytest.raises(HealthSpecError) as info:
+        run([node("a", labels={"pool": "1"}), node("b")], selector=selector)
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"minHealthy": "\uff151%"}, "spec.minHealthy"),
+        ({"minHealthy": None, "maxUnhealthy": "\u0663%"}, "spec.maxUnhealthy"),
+        ({"healthyDelay": "-" + "9" * 400 + "h"}, "spec.healthyDelay"),
+        (
+            {"remediationTemplate": None, "escalatingRemediations": [{**STEPS[0], "timeout": "9" * 400 + "s"}]},
+            r"spec.escalatingRemediations[0].timeout",
+        ),
+    ],
+)
+def test_numbers_and_durations_take_ascii_digits_and_fit(extra: dict[str, Any], field: str) -> None:
+    with pytest.raises(HealthSpecError) as info:
+        run([node("a", "Unknown", since=9999), node("b"), node("c")], **extra)
+    assert str(info.value).startswith(field)
+
+
+@given(st.characters(categories=["Nd"]).filter(lambda c: not c.isascii()), st.integers(min_value=0, max_value=13))
+def test_a_condition_time_with_any_non_ascii_digit_names_the_field(digit: str, place: int) -> None:
+    stamp = format_time(NOW - timedelta(seconds=3600))
+    index = [i for i, c in enumerate(stamp) if c.isdigit()][place]
+    bad = node("a")
+    bad["status"]["conditions"][0]["lastTransitionTime"] = stamp[:index] + digit + stamp[index + 1 :]
+    with pytest.raises(HealthSpecError, match=r"^nodes\[0\]\.status\.conditions\[0\]\.lastTransitionTime: .*ASCII"):
+        run([bad, node("b")])

@@ -39,3 +39,28 @@ def test_percent_rounding_brackets_the_exact_value(pct: int, total: int) -> None
     up, down = scaled(f"{pct}%", total, True, "f"), scaled(f"{pct}%", total, False, "f")
     assert down <= pct * total / 100 <= up
     assert up - down <= 1
+
+
+@pytest.mark.parametrize("bad", ["\u0663%", "\uff15%", "\uff11\uff10%", "1\u0660%", "²%", "\u0663"])
+def test_non_ascii_digits_are_refused(bad: str) -> None:
+    """``\\d`` and ``int()`` take every Unicode decimal digit; Kubernetes' intstr takes 0-9 only."""
+    with pytest.raises(IntOrPercentError, match=r"^spec\.maxParallelOperations: .*ASCII digits"):
+        parse(bad, "spec.maxParallelOperations")
+
+
+@given(
+    st.lists(st.characters(categories=["Nd"]), min_size=1, max_size=5).filter(
+        lambda digits: not all(d.isascii() for d in digits)
+    )
+)
+def test_a_percentage_with_any_non_ascii_digit_never_parses(digits: list[str]) -> None:
+    with pytest.raises(IntOrPercentError, match=r"^spec\.minHealthy: "):
+        parse("".join(digits) + "%", "spec.minHealthy")
+
+
+@given(st.integers(min_value=0, max_value=10**400), st.integers(min_value=0, max_value=10**6))
+def test_scaling_is_exact_for_any_size(pct: int, total: int) -> None:
+    """Integer arithmetic: a huge percentage neither overflows a float nor loses digits."""
+    up, down = scaled(f"{pct}%", total, True, "f"), scaled(f"{pct}%", total, False, "f")
+    assert down * 100 <= pct * total <= up * 100
+    assert up - down == (1 if pct * total % 100 else 0)

@@ -361,3 +361,31 @@ def test_a_drain_over_several_passes_keeps_the_counts_of_its_start() -> None:
     # a first pass, or one that sees more pods than before, keeps its own numbers
     assert lc.drain_counts_of_the_attempt({}, this_pass) == {}
     assert lc.drain_counts_of_the_attempt(this_pass, earlier) == {}
+
+
+# -- times and numbers read from the object -----------------------------------------------------
+@pytest.mark.parametrize(
+    "stamp", ["2027-02-30T00:00:00Z", "9999-12-31T23:59:59-01:00", "\uff12\uff10\uff12\uff17-01-15T08:00:00Z"]
+)
+def test_an_annotation_time_that_does_not_parse_starts_again_now(stamp: str) -> None:
+    """Our own annotations: a value that is not a usable time (an impossible date, past the year 9999 in UTC,
+    non-ASCII digits) is treated as missing, as any unparseable value, instead of raising."""
+    wait = nm("WaitForPodCompletion", spec={"waitForPodCompletion": {}}, annotations={lc.WAIT_START_ANNOTATION: stamp})
+    assert lc.next_step(wait, node(), NOW).annotations == {lc.WAIT_START_ANNOTATION: lc.rfc3339(NOW)}
+    ready = nm("Ready", finalizer=True, annotations={lc.READY_TIME_ANNOTATION: stamp})
+    assert lc.next_step(ready, node(), NOW).annotations == {lc.READY_TIME_ANNOTATION: lc.rfc3339(NOW)}
+    assert lc.drain_started_at({"metadata": {"annotations": {lc.DRAIN_START_ANNOTATION: stamp}}}, NOW) == NOW
+
+
+@pytest.mark.parametrize("value", ["\u0663", "60", True, 1.5, -1, 2**31, 10**400])
+def test_a_timeout_that_is_not_a_whole_number_of_seconds_names_the_field(value: object) -> None:
+    """The CRD's timeoutSeconds are int32 of 0 or more; int() took "\u0663" as 3 and "x" raised a bare ValueError."""
+    spec = {"waitForPodCompletion": {"timeoutSeconds": value}}
+    started = {lc.WAIT_START_ANNOTATION: lc.rfc3339(NOW - 61)}
+    obj = nm("WaitForPodCompletion", finalizer=True, spec=spec, annotations=started)
+    step = lc.next_step(obj, node(), NOW, lc.Observation(waiting_pods=("ns/a",)))
+    assert step.idle and step.phase is None
+    assert step.waiting.startswith(f"spec.waitForPodCompletion.timeoutSeconds: {value!r} ")
+    with pytest.raises(lc.LifecycleInputError, match=r"^spec\.drainSpec\.timeoutSeconds: "):
+        lc.drain_timeout({"timeoutSeconds": value})
+    assert lc.drain_timeout({"timeoutSeconds": 0}) == 0 and lc.drain_timeout({}) == lc.DEFAULT_DRAIN_TIMEOUT

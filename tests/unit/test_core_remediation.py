@@ -316,3 +316,24 @@ def test_a_node_that_becomes_capable_is_fenced_and_a_deleted_object_still_cleans
         snr(FENCING_COMPLETED, T0, deleting=True), node(taints=(NO_SCHEDULE_TAINT_KEY,), annotations={}), T0, SAFE, RD
     )
     assert cleanup.code == Code.CLEANING_UP and cleanup.remove_finalizer
+
+
+@pytest.mark.parametrize(
+    ("stamp", "why"),
+    [
+        ("2026-02-30T00:00:00Z", "day is out of range for month"),
+        ("9999-12-31T23:59:59-01:00", "is outside the years 0001 to 9999"),
+        ("9999-12-31T23:59:30Z", "is too late"),
+        ("2026-01-0\uff12T03:03:00Z", "ASCII digits"),
+    ],
+)
+def test_a_time_assumed_rebooted_that_cannot_be_used_names_the_field(stamp: str, why: str) -> None:
+    """A ValueError or OverflowError (timeAssumedRebooted + the 60 s out-of-service expiry) before; the module
+    turns HealthSpecError into a failure with this message."""
+    from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import HealthSpecError
+
+    obj = snr(REBOOT_COMPLETED)
+    obj["status"]["timeAssumedRebooted"] = stamp
+    tainted = node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY))
+    with pytest.raises(HealthSpecError, match=rf"^SelfNodeRemediation w1: status\.timeAssumedRebooted: '.*' .*{why}"):
+        plan_step(obj, tainted, T0, SAFE, OOS, pods=[TERMINATING])

@@ -273,3 +273,78 @@ def test_software_fallback_fires_inside_the_safe_times_reboot_part(watchdog: int
     command_at, sysrq_at = software_fallback(float(watchdog))
     part = safe_time({}, workers, watchdog).reboot_seconds
     assert watchdog < command_at < sysrq_at < part
+
+
+# -- ASCII digits only, no overflow ------------------------------------------------------------
+NON_ASCII_DIGITS = st.characters(categories=["Nd"]).filter(lambda c: not c.isascii())
+
+
+@given(st.lists(NON_ASCII_DIGITS, min_size=1, max_size=4), st.sampled_from(["s", "m", "h", "ms"]))
+def test_numbers_and_durations_with_non_ascii_digits_are_refused(digits: list[str], unit: str) -> None:
+    """``str.isdigit()`` and ``int()`` take every Unicode decimal digit; the durations' grammar already took 0-9
+    only, the whole numbers did not."""
+    number = "".join(digits)
+    for field in ("maxApiErrorThreshold", "safeTimeToAssumeNodeRebootedSeconds"):
+        with pytest.raises(SafeTimeError, match=rf"^spec\.{field}: .*ASCII digits"):
+            safe_time({field: number}, 3)
+        with pytest.raises(SafeTimeError, match=rf"^spec\.{field}: .*ASCII digits"):
+            safe_time({field: "1" + number}, 3)
+    for text in (number + unit, "1" + number + unit):
+        with pytest.raises(DurationError, match=r"^spec\.healthyDelay: "):
+            parse_duration(text, "spec.healthyDelay")
+        with pytest.raises(SafeTimeError, match=r"^spec\.apiCheckInterval: "):
+            safe_time({"apiCheckInterval": text}, 3)
+
+
+@pytest.mark.parametrize("text", ["1" + "0" * 400 + "s", "9" * 400 + "h", "2562048h", "9223372037s", "1000000h" * 3])
+def test_a_duration_longer_than_go_allows_is_refused(text: str) -> None:
+    """Go's time.Duration ends at 2562047h47m16.854775807s (about 292 years); beyond it the operators cannot
+    read the value, and the arithmetic here overflowed (a float infinity, then a timedelta OverflowError)."""
+    with pytest.raises(DurationError, match=r"^spec\.escalatingRemediations\[0\]\.timeout: .* longer than"):
+        parse_duration(text, "spec.escalatingRemediations[0].timeout")
+    with pytest.raises(DurationError, match="longer than"):
+        parse_duration("-" + text, "f", allow_negative=True)
+    assert parse_duration("2562047h", "f") == 2562047 * 3600
+    assert parse_duration("9223372036s", "f") == 9223372036
+
+
+@pytest.mark.parametrize("value", ["\u0663", "\uff15", "\uff11\uff10", "²", " \u0663 ", "\u0663\u0660\u0660"])
+def test_whole_numbers_take_ascii_digits_only(value: str) -> None:
+    for field in ("maxApiErrorThreshold", "safeTimeToAssumeNodeRebootedSeconds"):
+        with pytest.raises(SafeTimeError, match=rf"^spec\.{field}: {value!r} .*ASCII digits"):
+            safe_time({field: value}, 3)
+    assert (
+        safe_time({"maxApiErrorThreshold": "4", "safeTimeToAssumeNodeRebootedSeconds": " 300 "}, 3).effective_seconds
+        == 300
+    )
+
+
+@pytest.mark.parametrize("value", ["\u0663\u0666\u0660\u0660", "\uff11\uff12\uff10", "1\u0660", "1_000"])
+def test_a_watchdog_timeout_that_is_not_an_ascii_number_counts_as_unknown(value: str) -> None:
+    assert watchdog_seconds(value) == 60
+    assert watchdog_seconds("inf") == 60 and watchdog_seconds("1e400") == 60
+    assert watchdog_seconds("120") == 120 and watchdog_seconds(" 30.5 ") == 30.5
+
+
+@pytest.mark.parametrize(
+    ("spec", "watchdog", "field", "why"),
+    [
+        (
+            {"safeTimeToAssumeNodeRebootedSeconds": 10**12},
+            None,
+            "spec.safeTimeToAssumeNodeRebootedSeconds",
+            "above the maximum of 9223372036 seconds, the longest duration Go allows",
+        ),
+        ({"maxApiErrorThreshold": 10**400}, None, "spec.maxApiErrorThreshold", "above the maximum of"),
+        ({"maxApiErrorThreshold": 2**62, "apiCheckInterval": "2562047h"}, None, "spec", "longer than"),
+        ({}, 1e300, "spec", "longer than"),
+    ],
+)
+def test_a_safe_time_longer_than_go_allows_is_refused(
+    spec: dict[str, object], watchdog: float | None, field: str, why: str
+) -> None:
+    """A safe time is added to the current time (timeAssumedRebooted): one that ends after the year 9999 raised
+    OverflowError there, and a huge maxApiErrorThreshold an OverflowError here (an int too large for a float)."""
+    with pytest.raises(SafeTimeError, match=rf"^{field}: .*{why}"):
+        safe_time(spec, 3, watchdog)
+    assert safe_time({"safeTimeToAssumeNodeRebootedSeconds": 9223372036}, 3).effective_seconds == 9223372036

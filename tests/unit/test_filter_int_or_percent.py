@@ -21,3 +21,10 @@ def test_bad_values_name_the_setting(bad: object) -> None:
 
 def test_exported() -> None:
     assert FilterModule().filters()["int_or_percent"] is int_or_percent
+
+
+@pytest.mark.parametrize("bad", ["\u0663", " \u0663 ", "-\u0663", "\uff15", "\uff11\uff10", "\u0663%", "\uff150%"])
+def test_non_ascii_digits_are_refused(bad: str) -> None:
+    """``\\d`` and ``int()`` take every Unicode decimal digit: "\u0663" became 3."""
+    with pytest.raises(AnsibleFilterError, match=r"^crds_max_unavailable: "):
+        int_or_percent(bad, "crds_max_unavailable")

@@ -63,3 +63,14 @@ def test_worker_nodes_is_required() -> None:
     rc, result, stderr = run_filter("{} | nodeops.maintenance.safe_reboot_time")
     assert rc != 0
     assert "worker_nodes is required" in json.dumps(result) + stderr
+
+
+@pytest.mark.parametrize("workers", ["\u0663", "\uff15", "²"])
+def test_worker_nodes_take_ascii_digits_only(workers: str) -> None:
+    """``str.isdigit`` holds for every Unicode digit: "\u0663" counted as 3 workers, "²" raised a bare ValueError."""
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.nodeops.maintenance.plugins.filter.safe_reboot_time import safe_reboot_time
+
+    with pytest.raises(AnsibleFilterError, match=r"^safe_reboot_time: worker_nodes: "):
+        safe_reboot_time({}, workers)
+    assert safe_reboot_time({}, " 6 ")["minimum_seconds"] == 180

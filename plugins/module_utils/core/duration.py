@@ -14,6 +14,9 @@ import re
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _WHOLE = re.compile(r"^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$")
+#: Go's time.Duration is int64 nanoseconds: 2562047h47m16.854775807s (about 292 years) at most, either sign.
+MAX_SECONDS = (2**63 - 1) / 1e9
+_MAX_TEXT = "2562047h47m16.854775807s"
 
 
 class DurationError(ValueError):
@@ -40,6 +43,11 @@ def parse_duration(value: object, field: str, allow_negative: bool = False) -> f
         )
     sign = -1.0 if text.startswith("-") else 1.0
     seconds = sum(float(number) * _UNITS[unit] for number, unit in _PART.findall(text.lstrip("+-")))
+    if not seconds <= MAX_SECONDS:  # also a float infinity: "1" followed by 400 zeros
+        raise DurationError(
+            f"{field}: {value!r} is longer than the longest duration Go allows ({_MAX_TEXT}, about 292 years); "
+            "give a shorter one."
+        )
     if sign < 0 and seconds > 0 and not allow_negative:
         raise DurationError(f"{field}: {value!r} is negative; give a duration of 0 or more such as '15s'.")
     return sign * seconds

@@ -35,7 +35,7 @@ from typing import Any
 
 from . import nodes as _nodes
 from . import rfc3339
-from .duration import DurationError, parse_duration
+from .duration import MAX_SECONDS, DurationError, parse_duration
 from .intorpercent import IntOrPercentError, parse, scaled
 from .labelselector import SelectorError, matches, validate
 from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
@@ -252,11 +252,26 @@ class Evaluation:
 
 
 # -- small readers ----------------------------------------------------------------------------
+#: The latest time read: durations up to Go's longest (about 292 years) are added to the times read, and a
+#: datetime ends with the year 9999 (later times fail naming the field instead of overflowing).
+LATEST_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - timedelta(seconds=math.ceil(MAX_SECONDS))
+
+
 def parse_time(value: object, field: str) -> datetime:
-    """An RFC 3339 timestamp (``2026-01-02T03:04:05Z``, fractions and offsets allowed) as aware UTC."""
-    moment = rfc3339.parse(value)
-    if moment is None:
-        raise HealthSpecError(f"{field}: {value!r} is not a timestamp such as '2026-01-02T03:04:05Z'.")
+    """An RFC 3339 timestamp (``2026-01-02T03:04:05Z``, fractions and offsets allowed) as aware UTC.
+
+    HealthSpecError naming ``field`` for anything else: not a string, not RFC 3339 with ASCII digits, a date
+    or time that does not exist (2026-02-30), outside the years 0001-9999 in UTC, or after LATEST_TIME.
+    """
+    try:
+        moment = rfc3339.parse_field(value, field)
+    except rfc3339.TimeError as err:
+        raise HealthSpecError(str(err)) from err
+    if moment > LATEST_TIME:
+        raise HealthSpecError(
+            f"{field}: {value!r} is too late: durations of up to about 292 years are added to the times read, "
+            f"which would pass the year 9999; give a time before {rfc3339.format_time(LATEST_TIME)}."
+        )
     return moment
 
 
@@ -289,6 +304,89 @@ def _ref(remediation: Mapping[str, Any]) -> RemediationRef:
         uid=str(meta.get("uid") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
     )
+
+
+# -- the nodes and remediation objects, checked ---------------------------------------------------
+def _check_nodes(nodes: Sequence[Any]) -> None:
+    """Every node as the evaluation reads it, errors naming its index and field: an object with a name,
+    labels and annotations of strings, and conditions whose type and status are strings and whose
+    lastTransitionTime is a timestamp (every one, not only the listed conditions')."""
+    checked: set[str] = set()  # timestamps already checked: the nodes of a cluster share many
+    for index, obj in enumerate(nodes):
+        where = f"nodes[{index}]"
+        if not isinstance(obj, Mapping):
+            raise HealthSpecError(
+                f"{where}: a Node must be an object as 'kubectl get nodes -o json' prints it in items, not "
+                f"{type(obj).__name__}."
+            )
+        meta = obj.get("metadata") or {}
+        if not isinstance(meta, Mapping):
+            raise HealthSpecError(f"{where}.metadata: must be an object with the node's name.")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise HealthSpecError(f"{where}: metadata.name is missing or not a string; every Node needs its name.")
+        _strings(meta.get("labels"), f"{where}.metadata.labels")
+        _strings(meta.get("annotations"), f"{where}.metadata.annotations")
+        status = obj.get("status") or {}
+        if not isinstance(status, Mapping):
+            raise HealthSpecError(f"{where}.status: must be an object with the node's conditions.")
+        conditions = status.get("conditions") or []
+        if not isinstance(conditions, (list, tuple)):
+            raise HealthSpecError(f"{where}.status.conditions: must be a list of conditions.")
+        for number, cond in enumerate(conditions):
+            here = f"{where}.status.conditions[{number}]"
+            if not isinstance(cond, Mapping):
+                raise HealthSpecError(f"{here}: must be an object with type, status and lastTransitionTime.")
+            for key in ("type", "status"):
+                value = cond.get(key)
+                if value is not None and not isinstance(value, str):
+                    raise HealthSpecError(f"{here}.{key}: {value!r} is not a string; {_as_string(value, str(value))}.")
+            since = cond.get("lastTransitionTime")
+            if since is not None and not (isinstance(since, str) and since in checked):
+                parse_time(since, f"{here}.lastTransitionTime")
+                if isinstance(since, str):
+                    checked.add(since)
+
+
+def _strings(values: object, where: str) -> None:
+    """Labels or annotations: a mapping of strings to strings (or nothing)."""
+    if values is None:
+        return
+    if not isinstance(values, Mapping):
+        raise HealthSpecError(f"{where}: must be a mapping of keys to string values.")
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise HealthSpecError(f"{where}: the key {key!r} is not a string; quote it ('{key}').")
+        if not isinstance(value, str):
+            raise HealthSpecError(f"{where}.{key}: {value!r} is not a string; {_as_string(value, str(value).lower())}.")
+
+
+def _as_string(value: object, meant: str) -> str:
+    """How to give ``value`` (a YAML scalar that is not a string) as the string ``meant``."""
+    if isinstance(value, (bool, int, float)):
+        return f"quote it ('{meant}')"
+    return "give a string ('' for an empty one)"
+
+
+def _check_remediations(remediations: Sequence[Any]) -> None:
+    """The times the evaluation reads from the remediation objects, errors naming the index and field."""
+    for index, obj in enumerate(remediations):
+        where = f"remediations[{index}]"
+        if not isinstance(obj, Mapping):
+            raise HealthSpecError(f"{where}: a remediation must be an object, not {type(obj).__name__}.")
+        meta = obj.get("metadata") or {}
+        if not isinstance(meta, Mapping):
+            raise HealthSpecError(f"{where}.metadata: must be an object.")
+        if meta.get("creationTimestamp") is not None:
+            parse_time(meta["creationTimestamp"], f"{where}.metadata.creationTimestamp")
+        if meta.get("deletionTimestamp"):
+            parse_time(meta["deletionTimestamp"], f"{where}.metadata.deletionTimestamp")
+        annotations = meta.get("annotations") or {}
+        if not isinstance(annotations, Mapping):
+            raise HealthSpecError(f"{where}.metadata.annotations: must be a mapping of keys to string values.")
+        if annotations.get(HEALTHY_DELAY_ANNOTATION):
+            field = f"{where}.metadata.annotations[{HEALTHY_DELAY_ANNOTATION}]"
+            parse_time(annotations[HEALTHY_DELAY_ANNOTATION], field)
 
 
 # -- the spec ---------------------------------------------------------------------------------
@@ -428,6 +526,8 @@ def evaluate(
         validate(selector, "spec.selector")
     except SelectorError as err:
         raise HealthSpecError(str(err)) from err
+    _check_nodes(nodes)
+    _check_remediations(remediations)
     conditions = _conditions(spec)
     templates = _templates(spec)
     healthy_delay = _healthy_delay(spec)

@@ -8,10 +8,10 @@ health rules (minHealthy / maxUnhealthy round up), and shipped to the node agent
 
 from __future__ import annotations
 
-import math
 import re
 
-_PERCENT = re.compile(r"^(\d+)%$")
+# [0-9], not \d: \d (like int() and str.isdigit()) takes every Unicode decimal digit, such as "٣" (U+0663).
+_PERCENT = re.compile(r"([0-9]+)%")
 
 
 class IntOrPercentError(ValueError):
@@ -30,12 +30,12 @@ def parse(value: object, field: str) -> tuple[int, bool]:
     if isinstance(value, int):
         return value, False
     if isinstance(value, str):
-        match = _PERCENT.match(value.strip())
+        match = _PERCENT.fullmatch(value.strip())
         if match:
             return int(match.group(1)), True
         raise IntOrPercentError(
             f"{field}: {value!r} is not an integer or a whole percentage; use for example 3 or '20%' "
-            "(a number in quotes, a fraction or a sign in a percentage is not accepted)."
+            "(ASCII digits only; a number in quotes, a fraction or a sign in a percentage is not accepted)."
         )
     raise IntOrPercentError(f"{field}: {value!r} must be an integer or a percentage string such as '20%'.")
 
@@ -45,5 +45,5 @@ def scaled(value: object, total: int, round_up: bool, field: str) -> int:
     number, is_percent = parse(value, field)
     if not is_percent:
         return number
-    exact = number * total / 100
-    return math.ceil(exact) if round_up else math.floor(exact)
+    # integer arithmetic: exact, and no OverflowError for a percentage too large for a float
+    return -(-number * total // 100) if round_up else number * total // 100

@@ -27,6 +27,11 @@ def validate(selector: Mapping[str, Any] | None, field: str = "selector") -> Non
     labels = selector.get("matchLabels") or {}
     if not isinstance(labels, Mapping):
         raise SelectorError(f"{field}.matchLabels: must be a mapping of label keys to values.")
+    # Label values are strings: 1 never equals the label "1", so the selector would silently match nothing.
+    for key, value in labels.items():
+        if not isinstance(key, str):
+            raise SelectorError(f"{field}.matchLabels: the key {key!r} is not a string; quote it ('{key}').")
+        _string(value, f"{field}.matchLabels.{key}")
     expressions = selector.get("matchExpressions") or []
     if not isinstance(expressions, list):
         raise SelectorError(f"{field}.matchExpressions: must be a list.")
@@ -34,14 +39,32 @@ def validate(selector: Mapping[str, Any] | None, field: str = "selector") -> Non
         where = f"{field}.matchExpressions[{index}]"
         if not isinstance(expr, Mapping) or not expr.get("key"):
             raise SelectorError(f"{where}: needs a key.")
+        if not isinstance(expr["key"], str):
+            raise SelectorError(f"{where}.key: {expr['key']!r} is not a string; quote it ('{expr['key']}').")
         operator = expr.get("operator")
         values = expr.get("values") or []
         if operator not in OPERATORS:
             raise SelectorError(f"{where}.operator: {operator!r} is not one of {', '.join(OPERATORS)}.")
+        if not isinstance(values, (list, tuple)):
+            raise SelectorError(f"{where}.values: must be a list of strings, not {values!r}.")
+        for number, value in enumerate(values):
+            _string(value, f"{where}.values[{number}]")
         if operator in ("In", "NotIn") and not values:
             raise SelectorError(f"{where}.values: {operator} needs at least one value.")
         if operator in ("Exists", "DoesNotExist") and values:
             raise SelectorError(f"{where}.values: {operator} takes no values.")
+
+
+def _string(value: object, where: str) -> None:
+    if isinstance(value, str):
+        return
+    if isinstance(value, bool):  # YAML's unquoted true / false
+        text = str(value).lower()
+    elif isinstance(value, (int, float)):
+        text = str(value)
+    else:
+        raise SelectorError(f"{where}: {value!r} is not a string; label values are strings, such as 'gpu' (or '').")
+    raise SelectorError(f"{where}: {value!r} is not a string; quote it ('{text}'): label values are strings.")
 
 
 def matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:

@@ -84,6 +84,12 @@ NEED_DRAIN = "drain"  # run a drain pass
 
 DEFAULT_DRAIN_TIMEOUT = 300
 DEFAULT_MAX_MAINTENANCE_SECONDS = 3600
+#: The CRD's timeoutSeconds are int32.
+MAX_TIMEOUT_SECONDS = 2**31 - 1
+
+
+class LifecycleInputError(ValueError):
+    """A NodeMaintenance field the lifecycle cannot use; the message names the field and says how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -204,8 +210,24 @@ def rfc3339(seconds: float) -> str:
 
 
 def parse_time(value: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time; None when missing or unparseable."""
+    """Seconds since the epoch of an RFC 3339 time; None when missing or unparseable (also an impossible date,
+    a time outside the years 0001-9999 in UTC or non-ASCII digits): our own annotations, a value that is not a
+    usable time is written again, as if missing."""
     return _rfc3339.to_epoch(value)
+
+
+def timeout_seconds(spec: Mapping[str, Any], field: str, default: int) -> int:
+    """``spec.timeoutSeconds`` as the CRD has it (an int32 of 0 or more; ``default`` when unset), or
+    LifecycleInputError naming ``field`` (int() took "٣" as 3, and "x" raised a bare ValueError)."""
+    value = spec.get("timeoutSeconds")
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TIMEOUT_SECONDS:
+        raise LifecycleInputError(
+            f"{field}: {value!r} is not a whole number of seconds from 0 to {MAX_TIMEOUT_SECONDS}; "
+            "give one such as 300 (0: no limit)."
+        )
+    return value
 
 
 # -- the node -------------------------------------------------------------------------------------
@@ -397,6 +419,10 @@ def _wait(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
     spec = nm.wait_spec
     if spec is None:
         return _to(PHASE_DRAINING)
+    try:
+        timeout = timeout_seconds(spec, "spec.waitForPodCompletion.timeoutSeconds", 0)
+    except LifecycleInputError as err:
+        return Step(waiting=str(err))  # held where it is, the reason shown, as for an unknown Ready reason
     start = parse_time(nm.annotations.get(WAIT_START_ANNOTATION))
     step = Step()
     if start is None:  # first check, or a value that does not parse: the wait starts now
@@ -408,7 +434,6 @@ def _wait(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
     left = sorted(seen.waiting_pods)
     if list(nm.status.get("waitForCompletion") or []) != left:
         step.status["waitForCompletion"] = left
-    timeout = int(spec.get("timeoutSeconds") or 0)
     if not left or (timeout > 0 and now > start + timeout):
         step.phase = PHASE_DRAINING
         step.events.append(Event(EVENT_CONDITION_CHANGED, PHASE_DRAINING))
@@ -420,8 +445,8 @@ def _wait(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
 
 
 def drain_timeout(spec: Mapping[str, Any]) -> int:
-    value = spec.get("timeoutSeconds")
-    return DEFAULT_DRAIN_TIMEOUT if value is None else int(value)
+    """The drainSpec's timeoutSeconds (LifecycleInputError, a ValueError, naming it when it is not one)."""
+    return timeout_seconds(spec, "spec.drainSpec.timeoutSeconds", DEFAULT_DRAIN_TIMEOUT)
 
 
 def drain_started_at(obj: Mapping[str, Any], now: float) -> float:

@@ -31,11 +31,12 @@ peerDialTimeout 5s, peerRequestTimeout 7s = max(7, 5 + 2)), 6 workers, watchdog 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .duration import DurationError, parse_duration
+from .duration import MAX_SECONDS, DurationError, parse_duration
 
 #: SelfNodeRemediationConfig defaults (upstream's CRD defaults).
 DEFAULTS: dict[str, Any] = {
@@ -64,6 +65,13 @@ REBOOT_MARGIN_SECONDS = 30.0
 #: the rest of that margin for the reset itself.
 SOFTWARE_REBOOT_AFTER_SECONDS = 10.0
 SYSRQ_AFTER_SECONDS = 20.0
+#: The longest safe time, in whole seconds: Go's longest duration (about 292 years), as upstream counts it. Also
+#: what keeps timeAssumedRebooted (now + the safe time) within the year 9999.
+MAX_SAFE_SECONDS = int(MAX_SECONDS)
+#: int64, the CRD's integers.
+MAX_INTEGER = 2**63 - 1
+# A number as the agent writes the watchdog timeout: ASCII digits (float() also takes "٣", "1_0" and "inf").
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 class SafeTimeError(ValueError):
@@ -140,10 +148,13 @@ def effective_peer_request_timeout(peer_request_timeout: float, api_server_timeo
 def watchdog_seconds(value: object) -> float:
     """The watchdog timeout to count: ``value`` (seconds, or the node annotation's text) or 60 when unknown.
 
-    Unknown = missing, not a number, or 0 or less (an agent that annotates before its watchdog runs
-    writes "0"; counting 0 would shorten the safe time below a real reboot).
+    Unknown = missing, not a number (text: not ASCII digits, with an optional fraction and exponent), or 0 or
+    less (an agent that annotates before its watchdog runs writes "0"; counting 0 would shorten the safe time
+    below a real reboot).
     """
     if value is None or isinstance(value, bool):
+        return UNKNOWN_WATCHDOG_SECONDS
+    if isinstance(value, str) and not _NUMBER.fullmatch(value.strip()):
         return UNKNOWN_WATCHDOG_SECONDS
     try:
         seconds = float(value)  # type: ignore[arg-type]
@@ -166,16 +177,19 @@ def _duration(spec: Mapping[str, Any], name: str) -> float:
     return seconds
 
 
-def _whole(spec: Mapping[str, Any], name: str, minimum: int) -> int | None:
+def _whole(spec: Mapping[str, Any], name: str, minimum: int, maximum: int, unit: str = "") -> int | None:
     value = spec.get(name, DEFAULTS.get(name))
     if value is None:
         return None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit():  # str.isdigit() alone holds for "٣" and "²" too
+        value = int(text)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SafeTimeError(f"spec.{name}: {value!r} must be a whole number.")
+        raise SafeTimeError(f"spec.{name}: {value!r} must be a whole number, in ASCII digits 0-9 (such as 3).")
     if value < minimum:
         raise SafeTimeError(f"spec.{name}: {value} is below the minimum of {minimum}.")
+    if value > maximum:
+        raise SafeTimeError(f"spec.{name}: {value} is above the maximum of {maximum}{unit}.")
     return value
 
 
@@ -194,8 +208,9 @@ def safe_time(spec: Mapping[str, Any] | None, worker_nodes: int, watchdog_timeou
     api_check_interval = _duration(spec, "apiCheckInterval")
     peer_dial_timeout = _duration(spec, "peerDialTimeout")
     peer_request_timeout = _duration(spec, "peerRequestTimeout")
-    threshold = _whole(spec, "maxApiErrorThreshold", 1) or DEFAULTS["maxApiErrorThreshold"]
-    configured = _whole(spec, "safeTimeToAssumeNodeRebootedSeconds", 0)
+    threshold = _whole(spec, "maxApiErrorThreshold", 1, MAX_INTEGER) or DEFAULTS["maxApiErrorThreshold"]
+    longest = " seconds, the longest duration Go allows (about 292 years)"
+    configured = _whole(spec, "safeTimeToAssumeNodeRebootedSeconds", 0, MAX_SAFE_SECONDS, longest)
 
     sizes = peer_batches(worker_nodes)
     request = effective_peer_request_timeout(peer_request_timeout, api_server_timeout)
@@ -205,6 +220,12 @@ def safe_time(spec: Mapping[str, Any] | None, worker_nodes: int, watchdog_timeou
     reboot = watchdog + REBOOT_MARGIN_SECONDS
     # round() first: 3 x (0.1 + 0.2) must not become 1 s more through float error
     minimum = math.ceil(round(api_check + peer_check + reboot, 6))
+    if minimum > MAX_SAFE_SECONDS:
+        raise SafeTimeError(
+            f"spec: the safe time these settings give with a watchdog timeout of {watchdog:g}s is {minimum}s, longer "
+            f"than the longest duration Go allows ({MAX_SAFE_SECONDS}s, about 292 years); lower "
+            "maxApiErrorThreshold, the durations or the watchdog timeout."
+        )
     used = configured is not None and configured >= minimum
     return SafeTime(
         minimum_seconds=minimum,
