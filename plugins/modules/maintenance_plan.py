@@ -63,10 +63,20 @@ options:
     description:
       - NodeMaintenance objects as C(kubectl get nodemaintenances -A -o json) prints them, instead of reading
         the cluster. A list of objects, or the whole list object (its C(items) are used).
-      - The phase is the reason of the C(Ready) condition; a request without one counts as Pending.
-      - A request for a node that is not among the nodes fails the task when the requests are given here;
-        read from the cluster it is reported with reason C(node_not_found) and a warning.
+      - The phase is the reason of the C(Ready) condition; a request without one counts as Pending, except on a
+        node that does not exist (a live pass never marks such a request Pending, so it does not count in its
+        requestor's ranking).
+      - A request for a node that is not among the nodes is handled as O(unknown_nodes) says.
     type: raw
+  unknown_nodes:
+    description:
+      - What to do with a request for a node that is not among the nodes.
+      - V(skip) plans as a live pass does, where a Node can go before its requests are collected. Such a
+        request is reported with reason C(node_not_found) and a warning, and is never scheduled.
+      - V(error) fails the task naming the request, which catches a typo in offline data.
+    type: str
+    choices: [skip, error]
+    default: skip
   config:
     description:
       - The limits to plan with, as the C(spec) of a MaintenanceOperatorConfig, instead of reading the
@@ -335,7 +345,9 @@ def as_items(value: Any, option: str) -> list[Any]:
 
 def number_or_percent(value: Any) -> Any:
     """``"2"`` (as ``-e`` and templating give numbers) becomes 2; anything else is left for the scheduler."""
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    text = value.strip() if isinstance(value, str) else ""
+    digits = text[1:] if text.startswith("-") else text
+    if digits.isascii() and digits.isdigit():  # isdigit() alone holds for "٣" and "²" too
         return int(value)
     return value
 
@@ -347,6 +359,7 @@ def main() -> None:
             "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
             "nodes": {"type": "raw"},
             "node_maintenances": {"type": "raw"},
+            "unknown_nodes": {"type": "str", "choices": ["skip", "error"], "default": "skip"},
             "config": {
                 "type": "dict",
                 "options": {
@@ -388,14 +401,13 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg=str(exc))
 
-    strict = p["node_maintenances"] is not None
     try:
         config = SchedulerConfig.from_spec(config_spec, source=f"config ({config_source})")
         rollout = simulate_rollout(
             parse_nodes(node_objs or []),
             parse_requests(nm_objs or []),
             config,
-            unknown_nodes="error" if strict else "skip",
+            unknown_nodes=p["unknown_nodes"],
         )
     except ValueError as exc:
         module.fail_json(msg=str(exc))

@@ -197,8 +197,14 @@ def test_offline_from_data_needs_no_cluster(cluster: Any, api: k8s.ApiClient, sc
     }
     assert (defaults.result["available_slots"], defaults.result["can_become_unavailable"]) == (0, None)
 
-    # Offline, a request for an unknown node is an input error that names the object and the field.
-    bad = run_module("maintenance_plan", {"nodes": node_list, "node_maintenances": nm_list["items"]})
+    # Offline with every request, the plan is the live one: the request for an unknown node is not scheduled.
+    snapshot = {"nodes": node_list, "node_maintenances": nm_list["items"], "config": config}
+    full = run_module("maintenance_plan", snapshot)
+    assert not full.failed, full.result
+    assert [(d["name"], d["reason"]) for d in full.result["never_scheduled"]] == [(f"{ns}/ghost", "node_not_found")]
+    assert any("plan-gone, which does not exist" in w for w in full.result.get("warnings", []))
+    # With unknown_nodes=error it is an input error that names the object and the field (a typo in the data).
+    bad = run_module("maintenance_plan", {**snapshot, "unknown_nodes": "error"})
     assert bad.failed
     assert f"NodeMaintenance {ns}/ghost: spec.nodeName 'plan-gone' is not one of the given nodes" in bad.result["msg"]
 
@@ -240,3 +246,43 @@ def test_missing_crd_gives_the_client_layer_error(cluster: Any, api: k8s.ApiClie
         assert "install the CRDs with the nodeops.maintenance.crds role" in run.result["msg"]
     finally:
         run_role(cluster, tmp_path, {})
+
+
+def _offline_nm(name: str, created: Any = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    return {
+        "kind": "NodeMaintenance",
+        "metadata": {"name": name, "namespace": "ops", "creationTimestamp": created},
+        "spec": {"nodeName": "n0", "requestorID": "a.example.com"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"node_maintenances": [_offline_nm("m", "9999-12-31T23:59:59-01:00")]},
+            "NodeMaintenance ops/m: metadata.creationTimestamp: '9999-12-31T23:59:59-01:00' is outside the years 0001",
+        ),
+        (
+            {"node_maintenances": [_offline_nm("m", "2026-02-30T00:00:00Z")]},
+            "NodeMaintenance ops/m: metadata.creationTimestamp: '2026-02-30T00:00:00Z' is not a valid RFC 3339",
+        ),
+        (
+            {"node_maintenances": [_offline_nm("m", "\u0662\u0660\u0662\u0666-01-01T00:00:00Z")]},
+            "NodeMaintenance ops/m: metadata.creationTimestamp: '\u0662\u0660\u0662\u0666-01-01T00:00:00Z' is not an "
+            "RFC 3339 timestamp; write it as '2026-01-31T12:00:00Z', with ASCII digits",
+        ),
+        ({"config": {"maxParallelOperations": "\u0663"}}, "spec.maxParallelOperations: '\u0663' is not an integer"),
+        ({"config": {"maxUnavailable": "\uff150%"}}, "spec.maxUnavailable: '\uff150%' is not an integer"),
+    ],
+)
+def test_offline_bad_input_fails_naming_the_field(change: dict[str, Any], message: str) -> None:
+    """A Python traceback (OverflowError), a bare ValueError or a Unicode digit taken as a number before."""
+    args: dict[str, Any] = {"nodes": [{"metadata": {"name": "n0"}}], "node_maintenances": [_offline_nm("m")]}
+    args.update(change)
+    run = run_module("maintenance_plan", args, env={"KUBECONFIG": "/nonexistent"})
+    assert run.failed, run.result
+    assert message in run.result["msg"], run.result
+    # fail_json, not an exception (which ansible reports as "Task failed: Module failed: <the exception>")
+    assert not run.result["msg"].startswith("Task failed") and "module_stderr" not in run.result
+    assert "Traceback" not in run.stderr

@@ -196,6 +196,24 @@ def test_requestor_with_fewer_pending_requests_goes_first() -> None:
     assert keys(result) == ["ns/few"]
 
 
+def test_a_new_request_for_a_missing_node_does_not_count_in_its_requestors_ranking() -> None:
+    """The pass never marks it Pending (the operator neither), so it is not one of the requestor's pending
+    requests: a has one pending (rank 99), as b does, and a's is older. A Pending request whose node went since
+    still counts."""
+    requests = [
+        req("a-n0", "n0", requestor="a.example.com", created=1, phase=""),
+        req("a-gone", "gone", requestor="a.example.com", created=0, phase=""),
+        req("b-n1", "n1", requestor="b.example.com", created=2),
+    ]
+    result = schedule(nodes(2), requests, cfg(1), unknown_nodes="skip")
+    assert keys(result) == ["ns/a-n0"]
+    assert {d.request.name: d.rank for d in result.decisions} == {"a-n0": 99, "b-n1": 99, "a-gone": None}
+    assert reasons(result)["a-gone"] == "node_not_found"
+    requests[1] = req("a-gone", "gone", requestor="a.example.com", created=0)  # Pending before its node went
+    result = schedule(nodes(2), requests, cfg(1), unknown_nodes="skip")
+    assert keys(result) == ["ns/b-n1"]
+
+
 def test_pending_count_is_capped_at_100() -> None:
     """upstream ranker: 110 pending -> rank 0, so requestors with 110 and 150 are equal; creation time decides."""
     cluster = nodes(300)
@@ -538,3 +556,247 @@ def test_property_rollout_ends_and_places_every_schedulable_request_once(
         assert len(wave.requests) <= max(0, rollout.first.max_parallel_operations)
     for d in rollout.never:
         assert not d.scheduled
+
+
+# -- timestamps and numbers: every one checked, ASCII digits only ----------------------------------
+@pytest.mark.parametrize(
+    ("stamp", "why"),
+    [
+        ("2026-02-30T00:00:00Z", "is not a valid RFC 3339 timestamp (day is out of range for month)"),
+        ("2026-13-45T00:00:00Z", "is not a valid RFC 3339 timestamp (month must be in 1..12)"),
+        ("9999-12-31T23:59:59-01:00", "is outside the years 0001 to 9999"),
+        ("0001-01-01T00:00:00+01:00", "is outside the years 0001 to 9999"),
+        ("\u0662\u0660\u0662\u0666-01-01T00:00:00Z", "ASCII digits"),
+        ("2026-01-0\uff15T00:00:00Z", "ASCII digits"),
+    ],
+)
+def test_an_impossible_creation_timestamp_names_the_object_and_the_field(stamp: str, why: str) -> None:
+    obj = nm_dict(metadata={"name": "x", "namespace": "ops", "creationTimestamp": stamp})
+    with pytest.raises(SchedulerInputError) as info:
+        sch.parse_requests([obj])
+    assert str(info.value).startswith(f"NodeMaintenance ops/x: metadata.creationTimestamp: {stamp!r} ")
+    assert why in str(info.value)
+
+
+def test_creation_timestamps_at_the_edges_of_the_years_work_and_never_leave_them() -> None:
+    import datetime
+
+    for stamp, epoch in (
+        ("0001-01-01T00:00:00Z", -62135596800),
+        ("9999-12-31T23:59:59Z", 253402300799),
+        ("9999-12-31T22:59:59.999-01:00", 253402300799),
+    ):
+        assert (
+            MaintenanceRequest.from_dict(nm_dict(metadata={"name": "x", "creationTimestamp": stamp})).created == epoch
+        )
+    west = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.timezone(datetime.timedelta(hours=-1)))
+    with pytest.raises(SchedulerInputError, match=r"metadata\.creationTimestamp: .* outside the years 0001 to 9999"):
+        MaintenanceRequest.from_dict(nm_dict(metadata={"name": "x", "creationTimestamp": west}))
+
+
+@pytest.mark.parametrize("stamp", ["2026-02-30T00:00:00Z", "now", 5])
+def test_a_bad_deletion_timestamp_names_the_field(stamp: object) -> None:
+    obj = nm_dict(metadata={"name": "x", "namespace": "ops", "deletionTimestamp": stamp})
+    with pytest.raises(SchedulerInputError, match=r"^NodeMaintenance ops/x: metadata\.deletionTimestamp"):
+        MaintenanceRequest.from_dict(obj)
+    deleting = nm_dict(metadata={"name": "x", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": []})
+    assert MaintenanceRequest.from_dict(deleting).deleting
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"maxParallelOperations": "\u0663%"}, "spec.maxParallelOperations: '\u0663%' is not an integer"),
+        ({"maxUnavailable": "\uff150%"}, "spec.maxUnavailable: '\uff150%' is not an integer"),
+        (
+            {"maxNodeMaintenanceTimeSeconds": "\u0663"},
+            "spec.maxNodeMaintenanceTimeSeconds: '\u0663' must be a whole number",
+        ),
+        ({"maxNodeMaintenanceTimeSeconds": True}, "spec.maxNodeMaintenanceTimeSeconds: True must be a whole number"),
+        ({"maxNodeMaintenanceTimeSeconds": -1}, "spec.maxNodeMaintenanceTimeSeconds: -1 is below 0"),
+        ({"maxNodeMaintenanceTimeSeconds": 10**400}, "spec.maxNodeMaintenanceTimeSeconds: 1000"),
+    ],
+)
+def test_bad_config_numbers_name_the_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        SchedulerConfig.from_spec(spec)
+    assert message in str(info.value)
+    assert isinstance(info.value, IntOrPercentError | SchedulerInputError)
+    assert SchedulerConfig.from_spec({"maxNodeMaintenanceTimeSeconds": 0, "logLevel": "info"}) == SchedulerConfig()
+
+
+# -- the rollout against a reference: one full pass per wave ---------------------------------------
+def reference_rollout(
+    cluster: list[NodeState], requests: list[MaintenanceRequest], config: SchedulerConfig, unknown_nodes: str = "skip"
+) -> sch.Rollout:
+    """simulate_rollout as it was before its passes after the first became incremental: a full ``_schedule`` on
+    the released cluster and the requests still waiting, once per wave. Kept here as the reference."""
+    node_map = sch._node_map(cluster)
+    reqs = sch._request_list(requests, node_map, unknown_nodes)
+    first = sch._schedule(node_map, reqs, config)
+    holding = [reqs[key] for key in sorted(reqs) if reqs[key].in_progress]
+    released = dict(node_map)
+    for r in holding:
+        node = released.get(r.node_name)
+        if node is not None and r.holds_node and r.cordon and r.initial_unschedulable == "false" and node.unschedulable:
+            released[r.node_name] = NodeState(node.name, False, node.ready)
+    waiting = {key: r for key, r in reqs.items() if r.waiting}
+    waves: list[sch.Wave] = []
+    current = first
+    state = node_map
+    while True:
+        chosen = current.scheduled
+        if chosen:
+            waves.append(sch.Wave(len(waves) + 1, chosen))
+            for r in chosen:
+                del waiting[r.key]
+        elif state is released:
+            break
+        if not waiting:
+            break
+        state = released
+        current = sch._schedule(state, waiting, config)
+    never = tuple(d for d in current.decisions if d.request.key in waiting)
+    return sch.Rollout(first, tuple(holding), tuple(waves), never)
+
+
+LIMITS = st.one_of(st.integers(-1, 4), st.sampled_from(["0%", "1%", "10%", "34%", "50%", "100%"]))
+
+
+@st.composite
+def rollout_inputs(
+    draw: st.DrawFn, bulk: bool = False
+) -> tuple[list[NodeState], list[MaintenanceRequest], SchedulerConfig]:
+    """Random clusters for the comparison with the reference: nodes cordoned and NotReady, requests in all
+    phases (new, Pending, in progress, being deleted, with or without the finalizer, cordoned by the maintenance
+    or not) from several requestors, some on a node that does not exist (n<count>). With ``bulk``, one more
+    requestor has 95-110 requests, so that its pending count crosses PENDING_CAP during the rollout."""
+    count = draw(st.integers(0, 10))
+    cluster = [
+        NodeState(f"n{i}", unschedulable=draw(st.integers(0, 3)) == 0, ready=draw(st.integers(0, 4)) > 0)
+        for i in range(count)
+    ]
+    requestors = draw(st.integers(1, 4))
+    requests = [
+        MaintenanceRequest(
+            namespace=draw(st.sampled_from(["a", "b"])),
+            name=f"r{i}",
+            node_name=f"n{draw(st.integers(0, count))}",
+            requestor_id=f"q{draw(st.integers(0, requestors - 1))}.example.com",
+            phase=draw(st.sampled_from(PHASES)),
+            created=draw(st.integers(0, 3)),
+            deleting=draw(st.integers(0, 5)) == 0,
+            finalizer=draw(st.booleans()),
+            cordon=draw(st.booleans()),
+            initial_unschedulable=draw(st.sampled_from([None, "true", "false"])),
+        )
+        for i in range(draw(st.integers(0, 25)))
+    ]
+    if bulk:
+        rnd = draw(st.randoms(use_true_random=False))
+        requests += [
+            MaintenanceRequest(
+                "bulk",
+                f"b{i}",
+                f"n{rnd.randrange(count + 1)}",
+                "bulk.example.com",
+                phase=rnd.choice(["", "Pending", "Pending", "Ready"]),
+                created=rnd.randrange(4),
+                deleting=rnd.random() < 0.05,
+            )
+            for i in range(draw(st.integers(95, 110)))
+        ]
+    return cluster, requests, SchedulerConfig(draw(LIMITS), draw(st.one_of(st.none(), LIMITS)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(rollout_inputs(), st.randoms(use_true_random=False))
+def test_property_rollout_is_the_reference_rollout(
+    data: tuple[list[NodeState], list[MaintenanceRequest], SchedulerConfig], rnd: random.Random
+) -> None:
+    """The same waves in the same order, the same never decisions (reason, message, position, rank) and the
+    same first pass as one full pass per wave, whatever the order of the inputs."""
+    cluster, requests, config = data
+    expected = reference_rollout(cluster, requests, config)
+    shuffled_nodes, shuffled_requests = list(cluster), list(requests)
+    rnd.shuffle(shuffled_nodes)
+    rnd.shuffle(shuffled_requests)
+    assert simulate_rollout(shuffled_nodes, shuffled_requests, config, unknown_nodes="skip") == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(rollout_inputs(bulk=True))
+def test_property_rollout_is_the_reference_rollout_across_the_pending_cap(
+    data: tuple[list[NodeState], list[MaintenanceRequest], SchedulerConfig],
+) -> None:
+    cluster, requests, config = data
+    assert simulate_rollout(cluster, requests, config, unknown_nodes="skip") == reference_rollout(
+        cluster, requests, config
+    )
+
+
+def test_rollout_rank_that_rises_takes_a_shared_node_from_another_requestor() -> None:
+    """After c0 (wave 1), a and b have two pending each (rank 98): b1 is oldest, then a0 comes first on n0. Once
+    b1 is done, b has one pending (rank 99) and its b0 now comes before a0 on n0, and before a's requests."""
+    requests = [
+        req("c0", "n5", requestor="c.example.com", created=0),
+        req("a0", "n0", requestor="a.example.com", created=5),
+        req("a1", "n1", requestor="a.example.com", created=6),
+        req("b1", "n2", requestor="b.example.com", created=1),
+        req("b0", "n0", requestor="b.example.com", created=7),
+    ]
+    rollout = simulate_rollout(nodes(6), requests, cfg(1))
+    assert wave_keys(rollout) == [["ns/c0"], ["ns/b1"], ["ns/b0"], ["ns/a0"], ["ns/a1"]]
+    assert rollout == reference_rollout(nodes(6), requests, cfg(1))
+
+
+def test_rollout_budget_and_unavailable_nodes_over_many_waves() -> None:
+    """maxUnavailable 3 with 2 nodes NotReady: one available node per wave, requests on the NotReady nodes use
+    slots only; a node with three requests takes three waves; the never list is the last full pass."""
+    cluster = nodes(6, {4: "notready", 5: "notready"})
+    requests = [
+        *(req(f"n0-{i}", "n0", requestor=f"r{i}.example.com", created=i) for i in range(3)),
+        req("n1", "n1", created=3),
+        req("n2", "n2", created=4),
+        req("down4", "n4", requestor="z.example.com", created=9),
+        req("down5", "n5", requestor="z.example.com", created=10),
+        req("gone", "n9", created=0),
+        req("leaving", "n3", deleting=True),
+    ]
+    rollout = simulate_rollout(cluster, requests, cfg(2, 3), unknown_nodes="skip")
+    assert rollout == reference_rollout(cluster, requests, cfg(2, 3))
+    assert wave_keys(rollout) == [
+        ["ns/n0-0", "ns/down4"],
+        ["ns/n0-1", "ns/down5"],
+        ["ns/n0-2"],
+        ["ns/n1"],
+        ["ns/n2"],
+    ]
+    assert [(d.request.name, d.reason) for d in rollout.never] == [
+        ("gone", "node_not_found"),
+        ("leaving", "being_deleted"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mpo", "mu"), [(1, None), (3, None), ("10%", None), (1, 0), (4, "5%"), ("10%", "20%"), (0, None)]
+)
+def test_rollout_of_a_larger_cluster_is_the_reference_rollout(mpo: Any, mu: Any) -> None:
+    """300 nodes (5 % cordoned, 3 % NotReady) and 400 requests from 8 requestors, one of them with 150 (so its
+    rank changes only once it has fewer than 100 left), 5 % in progress, several per node."""
+    rnd = random.Random(7)
+    cluster = [NodeState(f"n{i:03d}", rnd.random() < 0.05, rnd.random() > 0.03) for i in range(300)]
+    requests = [
+        req(
+            f"r{i:03d}",
+            f"n{rnd.randrange(200 if i % 2 else 300):03d}",
+            requestor="big.example.com" if i < 150 else f"r{rnd.randrange(7)}.example.com",
+            phase=rnd.choice(["Draining", "Ready"]) if rnd.random() < 0.05 else rnd.choice(["", "Pending"]),
+            created=rnd.randrange(60),
+            finalizer=True,
+            initial_unschedulable="false",
+        )
+        for i in range(400)
+    ]
+    config = cfg(mpo, mu)
+    assert simulate_rollout(cluster, requests, config) == reference_rollout(cluster, requests, config, "error")

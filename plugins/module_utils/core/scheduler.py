@@ -40,6 +40,7 @@ import datetime
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
 from typing import Any, TypeVar
 
 from . import rfc3339
@@ -233,7 +234,7 @@ class MaintenanceRequest:
             requestor_id=requestor,
             phase=phase,
             created=_epoch(meta.get("creationTimestamp"), what, "metadata.creationTimestamp"),
-            deleting=bool(meta.get("deletionTimestamp")),
+            deleting=_deleting(meta.get("deletionTimestamp"), what),
             finalizer=FINALIZER in finalizers,
             cordon=cordon,
             initial_unschedulable=initial if isinstance(initial, str) else None,
@@ -269,6 +270,7 @@ class SchedulerConfig:
                 f"{source}: unknown field(s) {', '.join(unknown)}; a MaintenanceOperatorConfig spec has "
                 f"{', '.join(sorted(_CONFIG_FIELDS))}."
             )
+        _gc_seconds(spec.get("maxNodeMaintenanceTimeSeconds"), source)
         mpo = spec.get("maxParallelOperations")
         return cls(1 if mpo is None else mpo, spec.get("maxUnavailable"), source)
 
@@ -416,7 +418,11 @@ def _schedule(
     for key, req in reqs.items():
         if req.phase in _WAITING_PHASES:
             waiting.append((key, req))
-            if not req.deleting:
+            # A new request (no Ready condition yet) counts as Pending, because the pass marks it so, but only
+            # on a node that exists: one for a missing node is never marked Pending (upstream neither), so it
+            # does not count in its requestor's ranking. One Pending already whose node went since still counts.
+            counted = req.phase == PHASE_PENDING or req.node_name in node_map
+            if not req.deleting and counted:
                 pending_count[req.requestor_id] = pending_count.get(req.requestor_id, 0) + 1
         elif req.finalizer or not req.deleting:
             busy_requestors.add(req.requestor_id)
@@ -560,7 +566,10 @@ def simulate_rollout(
     """Schedule, complete and release wave after wave until no waiting request can be scheduled.
 
     Ends after at most one pass per waiting request plus one: every pass after the first either schedules
-    at least one request or stops, because a released cluster does not change between passes.
+    at least one request or stops, because a released cluster does not change between passes. The first
+    pass is :func:`schedule`'s; the passes after it are computed incrementally (:class:`_ReleasedPasses`),
+    with the same result as a full pass on the released cluster and the requests still waiting, and the
+    last one (the pass that schedules nothing and gives ``never``) is a full pass again.
     """
     config = config or SchedulerConfig()
     node_map = _node_map(nodes)
@@ -583,22 +592,229 @@ def simulate_rollout(
 
     waiting = {key: r for key, r in reqs.items() if r.waiting}
     waves: list[Wave] = []
-    current = first
-    state = node_map
-    while True:
-        chosen = current.scheduled
-        if chosen:
+    chosen = first.scheduled
+    if chosen:
+        waves.append(Wave(1, chosen))
+        for req in chosen:
+            del waiting[req.key]
+    never: tuple[Decision, ...] = ()
+    if waiting:
+        passes = _ReleasedPasses(released, waiting.values(), config)
+        while waiting:
+            chosen = passes.next_wave()
+            if not chosen:  # the cluster no longer changes: say why each request left waits
+                never = _schedule(released, waiting, config).decisions
+                break
             waves.append(Wave(len(waves) + 1, chosen))
             for req in chosen:
                 del waiting[req.key]
-        elif state is released:
-            break  # nothing in progress and nothing schedulable: the cluster no longer changes
-        if not waiting:
-            break
-        state = released
-        current = _schedule(state, waiting, config)
-    never = tuple(d for d in current.decisions if d.request.key in waiting)
     return Rollout(first, tuple(holding), tuple(waves), never)
+
+
+# A waiting request's place in _schedule's ranking is (-rank, created, nodeName, requestorID, namespace/name).
+# Only the rank changes from pass to pass, and for all requests of a requestor at once, so the rest is kept
+# apart: _Order is (created, nodeName, requestorID, namespace/name), _Ranked is (-rank, _Order), which
+# compares as the flat tuple does.
+_Order = tuple[int, str, str, str]
+_Ranked = tuple[int, _Order]
+
+
+class _ReleasedPasses:
+    """The passes of a rollout after the first, one :meth:`next_wave` per pass, each with the result
+    ``_schedule(released, waiting, config)`` has for the requests still waiting.
+
+    After the first pass nothing is in progress and the nodes keep the availability of the released cluster,
+    so every pass has the same slots and budget, no requestor is busy, and the candidates are the waiting
+    requests not being deleted on a node that exists. Between passes only the candidates change (those of the
+    last wave are gone) and with them the pending counts, which only fall, so a requestor's rank only rises.
+
+    A pass takes, in ranked order, the first candidate of each node (the node's *head*; the others are
+    ``node_taken``): on an unavailable node while slots last, on an available node while the budget lasts too
+    (a ``no_budget`` candidate uses no slot). So a wave is the heads of the unavailable nodes and the first
+    ``budget`` heads of the available nodes, merged in ranked order and cut after ``slots``, and a pass costs
+    about the size of its wave instead of all nodes and requests:
+
+    * ``queues[node][requestor]``: the requestor's candidates on the node, last in ``_Order`` at the end;
+      among them the order never changes, so the first is the requestor's best there;
+    * ``head[node]``: the node's head. A node with candidates of several requestors (a *shared* node) keeps
+      in ``node_heap[node]`` a (-rank, first candidate) entry per requestor, pushed again when the requestor's
+      rank rises or its first candidate there goes; an entry that is no longer current is dropped when it
+      comes to the top (ranks only rise: a current entry always comes before the outdated ones of its request);
+    * ``heads[requestor, down]``: the heads of the requestor on unavailable (``down``) or available nodes, in
+      ``_Order``; ``top[down]``: a (-rank, first head) entry per requestor, pushed again when its rank or its
+      first head changes, so that a rank change is one push per requestor instead of one per request. An entry
+      whose head is no longer a head, or whose rank is outdated, is dropped when it comes to the top.
+
+    A requestor's rank changes only while it has fewer than ``PENDING_CAP`` pending requests, so the pushes
+    for rank changes are bounded by ``PENDING_CAP`` times its shared nodes.
+    """
+
+    def __init__(
+        self, node_map: Mapping[str, NodeState], waiting: Iterable[MaintenanceRequest], config: SchedulerConfig
+    ) -> None:
+        total = len(node_map)
+        down = {name for name, node in node_map.items() if not (node.ready and not node.unschedulable)}
+        max_unav = config.unavailable_limit(total)
+        self.slots = min(max(0, config.parallel_limit(total)), total)  # nothing is under maintenance any more
+        self.budget = None if max_unav is None else max(0, max_unav - len(down))
+        self.down = down
+        self.requests: dict[str, MaintenanceRequest] = {}
+        # The pending counts as _schedule counts them (nothing is in progress here). Keep the two in step; the
+        # unit tests compare the rollout with one full _schedule per wave.
+        pending: dict[str, int] = {}
+        queues: dict[str, dict[str, list[_Order]]] = {}
+        for req in waiting:
+            if req.deleting:
+                continue
+            requestor, node = req.requestor_id, req.node_name
+            if req.phase == PHASE_PENDING or node in node_map:
+                pending[requestor] = pending.get(requestor, 0) + 1
+            if node in node_map:
+                key = f"{req.namespace}/{req.name}"
+                self.requests[key] = req
+                queues.setdefault(node, {}).setdefault(requestor, []).append((req.created, node, requestor, key))
+        neg = {requestor: min(PENDING_CAP, count) - PENDING_CAP for requestor, count in pending.items()}
+        self.pending, self.neg_rank, self.queues = pending, neg, queues
+        self.shared: dict[str, set[str]] = {requestor: set() for requestor in pending}  # requestor -> shared nodes
+        self.node_heap: dict[str, list[_Ranked]] = {}
+        self.head: dict[str, _Order] = {}
+        self.heads: dict[tuple[str, bool], list[_Order]] = {}
+        self.top: tuple[list[_Ranked], list[_Ranked]] = ([], [])  # [False]: available nodes, [True]: unavailable
+        for node, by_requestor in queues.items():
+            for queue in by_requestor.values():
+                queue.sort(reverse=True)
+            if len(by_requestor) == 1:
+                first = next(iter(by_requestor.values()))[-1]
+            else:
+                entries = [(neg[requestor], queue[-1]) for requestor, queue in by_requestor.items()]
+                heapify(entries)
+                self.node_heap[node] = entries
+                for requestor in by_requestor:
+                    self.shared[requestor].add(node)
+                first = entries[0][1]
+            self.head[node] = first
+            self.heads.setdefault((first[2], node in down), []).append(first)
+        for (requestor, is_down), heads in self.heads.items():
+            heapify(heads)
+            self.top[is_down].append((neg[requestor], heads[0]))
+        for heap in self.top:
+            heapify(heap)
+
+    def next_wave(self) -> tuple[MaintenanceRequest, ...]:
+        """The requests the next pass schedules, in ranked order; () when it schedules none. Completes and
+        releases them: the pass after this one no longer has them."""
+        head = self.head
+        slots, left = self.slots, self.budget
+        chosen: list[_Order] = []
+        while slots > 0:
+            down = self._current(self.top[True])
+            up = self._current(self.top[False]) if left is None or left > 0 else None
+            if up is not None and (down is None or up < down):
+                is_down, order = False, up[1]
+                if left is not None:
+                    left -= 1
+            elif down is not None:
+                is_down, order = True, down[1]
+            else:
+                break
+            heappop(self.top[is_down])
+            slots -= 1
+            chosen.append(order)
+            del head[order[1]]  # taken for this pass; the node's next head is found after it
+            self._advertise(order[2], is_down)
+        if chosen:
+            self._release(chosen)
+        return tuple(self.requests.pop(order[3]) for order in chosen)
+
+    def _current(self, heap: list[_Ranked]) -> _Ranked | None:
+        """The first entry of ``top[...]`` that is a head with its requestor's current rank."""
+        head, neg = self.head, self.neg_rank
+        while heap:
+            entry = heap[0]
+            order = entry[1]
+            if head.get(order[1]) is order and entry[0] == neg[order[2]]:
+                return entry
+            heappop(heap)
+        return None
+
+    def _advertise(self, requestor: str, is_down: bool) -> None:
+        """Push the requestor's first head (on unavailable or available nodes) with its current rank."""
+        heads = self.heads.get((requestor, is_down))
+        head = self.head
+        while heads:
+            order = heads[0]
+            if head.get(order[1]) is order:
+                heappush(self.top[is_down], (self.neg_rank[requestor], order))
+                return
+            heappop(heads)
+
+    def _release(self, chosen: list[_Order]) -> None:
+        """Remove the wave's requests; update the ranks, and the heads of the nodes that changed."""
+        pending, neg, queues, shared, node_heap, head = (
+            self.pending,
+            self.neg_rank,
+            self.queues,
+            self.shared,
+            self.node_heap,
+            self.head,
+        )
+        changed: set[str] = set()  # requestors whose rank rose
+        for order in chosen:
+            requestor = order[2]
+            count = pending[requestor] = pending[requestor] - 1
+            if count < PENDING_CAP:
+                neg[requestor] = count - PENDING_CAP
+                changed.add(requestor)
+        for _created, node, requestor, _key in chosen:
+            by_requestor = queues[node]
+            queue = by_requestor[requestor]
+            queue.pop()
+            if queue:
+                if len(by_requestor) > 1:
+                    heappush(node_heap[node], (neg[requestor], queue[-1]))
+                continue
+            del by_requestor[requestor]
+            shared[requestor].discard(node)
+            if len(by_requestor) == 1:  # no longer shared
+                shared[next(iter(by_requestor))].discard(node)
+                del node_heap[node]
+            elif not by_requestor:
+                del queues[node]
+        # A requestor whose rank rose can now come first on a node it shares (ranks only rise, so no other head
+        # changes); on its other nodes it is the only requestor, and its heads are in top[...] again below.
+        affected = set(changed)
+        for requestor in changed:
+            rank = neg[requestor]
+            for node in shared[requestor]:
+                order = queues[node][requestor][-1]
+                heappush(node_heap[node], (rank, order))
+                current = head.get(node)  # None for a node of the wave: its head is found below
+                if current is not None and current[2] != requestor and (rank, order) < (neg[current[2]], current):
+                    affected.add(current[2])
+                    head[node] = order
+                    heappush(self.heads.setdefault((requestor, node in self.down), []), order)
+        # The nodes of the wave get their next head.
+        for order in chosen:
+            node = order[1]
+            left = queues.get(node)
+            if not left:
+                continue
+            if len(left) == 1:
+                first = next(iter(left.values()))[-1]
+            else:
+                entries = node_heap[node]
+                while True:
+                    rank, first = entries[0]
+                    theirs = left.get(first[2])
+                    if theirs and theirs[-1] is first and rank == neg[first[2]]:
+                        break
+                    heappop(entries)
+            head[node] = first
+            heappush(self.heads.setdefault((first[2], node in self.down), []), first)
+            affected.add(first[2])
+        for requestor in affected:
+            self._advertise(requestor, False)
+            self._advertise(requestor, True)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -641,6 +857,29 @@ def _list(value: Any, what: str) -> list[Any]:
     return list(value)
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _gc_seconds(value: Any, source: str) -> None:
+    """maxNodeMaintenanceTimeSeconds, as the CRD has it: an int32 of 0 or more (the reconciler uses it)."""
+    if value is None:
+        return
+    field = f"{source}: spec.maxNodeMaintenanceTimeSeconds"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SchedulerInputError(f"{field}: {value!r} must be a whole number of seconds (ASCII digits) such as 3600.")
+    if value < 0:
+        raise SchedulerInputError(f"{field}: {value} is below 0; give 0 or more seconds (0 collects at once).")
+    if value > _INT32_MAX:
+        raise SchedulerInputError(f"{field}: {value} is above the maximum of {_INT32_MAX} seconds (an int32).")
+
+
+def _deleting(value: Any, what: str) -> bool:
+    """Whether metadata.deletionTimestamp is set; a value set is checked to be a timestamp."""
+    if value:
+        _epoch(value, what, "metadata.deletionTimestamp")
+    return bool(value)
+
+
 _EPOCH_CACHE: dict[str, int] = {}
 
 
@@ -653,11 +892,11 @@ def _epoch(value: Any, what: str, field: str) -> int:
     cached = _EPOCH_CACHE.get(value) if isinstance(value, str) else None
     if cached is not None:
         return cached
-    moment = rfc3339.parse(value)  # a datetime (as YAML loaders give) comes back as it is, made aware
-    if moment is None:
-        raise SchedulerInputError(
-            f"{what}: {field}: {value!r} is not an RFC 3339 timestamp such as 2026-01-31T12:00:00Z."
-        )
+    try:
+        # an impossible date, a time outside the years 0001-9999 in UTC or a non-ASCII digit is refused too
+        moment = rfc3339.parse_field(value, f"{what}: {field}")  # a datetime (as YAML loaders give) made aware
+    except rfc3339.TimeError as err:
+        raise SchedulerInputError(str(err)) from err
     seconds = math.floor(moment.timestamp())
     if isinstance(value, str) and len(_EPOCH_CACHE) < 65536:
         _EPOCH_CACHE[value] = seconds
