@@ -246,7 +246,7 @@ def test_a_drain_rides_out_an_apiserver_restart(
             kill_tree(proc.pid)
             proc.wait(60)
 
-    assert rc == 0 and not result.get("failed"), (result.get("msg"), output[-4000:])
+    assert rc == 0 and not result.get("failed"), f"{result.get('msg')}\n{output[-4000:]}"
     # every pod of the node is reported once, evicted; none failed, none left behind
     names = [p["name"] for p in result["pods"]]
     assert sorted(names) == sorted(before.values()), "each pod of the node is reported exactly once"
@@ -411,7 +411,7 @@ def test_a_reconcile_until_settled_rides_out_an_apiserver_restart(
             kill_tree(proc.pid)
             proc.wait(60)
 
-    assert rc == 0 and not result.get("failed"), (result.get("msg"), output[-4000:])
+    assert rc == 0 and not result.get("failed"), f"{result.get('msg')}\n{output[-4000:]}"
     assert result["settled"] is True and result["errors"] == [], output[-6000:]
     assert result["busy"] is False and result["lease_lost"] is False
     # maxParallelOperations 2: two requests went all the way, the third is held back by the limit
