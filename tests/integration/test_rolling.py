@@ -219,7 +219,10 @@ def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
                 state = record(api, namespace, "killed")
             except k8s.ApiException:
                 return None
-            if any(r["state"] == "maintaining" for r in state.values()) and maintained(log):
+            # every node of the wave has begun its maintenance (logged it): the kill comes during the
+            # simulated reboot that follows, not between the record's "maintaining" and the tasks' first step
+            maintaining = {n for n, r in state.items() if r["state"] == "maintaining"}
+            if maintaining and maintaining <= set(maintained(log)):
                 return True
             return None
 
@@ -232,6 +235,7 @@ def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
             proc.stdout.close()
     interrupted = {n for n, r in record(api, namespace, "killed").items() if r["state"] == "maintaining"}
     assert interrupted
+    assert interrupted <= set(maintained(log)), "the kill came before every interrupted node began its maintenance"
     assert our_requests(api, namespace), "the killed run left its requests"
 
     out = run(command(cluster, namespace, selector, tasks, "killed"))
