@@ -78,11 +78,11 @@ def test_a_guarded_write_is_retried_only_while_the_hold_can_be_shown() -> None:
     lease = Lease(store, "l", "ns", "me", duration=60, monotonic=lambda: mono[0])  # type: ignore[arg-type]
     assert lease.acquire(0)
     guarded = GuardedClient(store, lease)  # type: ignore[arg-type]
-    mono[0] += 30.0  # 18 s of the 48 s hold left
+    mono[0] += 30.0  # 18 s of the 48 s hold left: retries end SEND_MARGIN (10 s) before it
     before = time.monotonic()
     guarded.delete_pod("p", "ns", uid="u")
     _name, until = store.calls[-1]
-    assert until is not None and before + 17.9 <= until <= time.monotonic() + 18.0
+    assert until is not None and before + 7.9 <= until <= time.monotonic() + 8.0
     mono[0] += 18.0  # the hold can no longer be shown: nothing is sent
     with pytest.raises(LeaseLost):
         guarded.delete_pod("q", "ns", uid="v")
@@ -124,6 +124,29 @@ def test_the_renewer_renews_and_reports_what_the_api_did_not_answer() -> None:
         while not reports and time.monotonic() < deadline:
             time.sleep(0.05)
     assert reports and reports[0].startswith("Renewing Lease ns/l failed: connection refused"), reports
+
+
+def test_the_renewer_reports_any_failure_and_goes_on() -> None:
+    store = LeaseStore()
+    lease = Lease(store, "l", "ns", "me", duration=3)  # type: ignore[arg-type]
+    assert lease.acquire(0)
+    get = store.get
+    failures = [ValueError("not JSON")]
+
+    def broken_get(*args: Any) -> dict[str, Any]:
+        if failures:
+            raise failures.pop()
+        return get(*args)
+
+    store.get = broken_get  # type: ignore[method-assign]
+    reports: list[str] = []
+    first = store.leases["l"]["spec"]["renewTime"]
+    with lease.kept(reports.append):
+        deadline = time.monotonic() + 60
+        while store.leases["l"]["spec"]["renewTime"] == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert reports == ["Renewing Lease ns/l failed: ValueError('not JSON')"]
+    assert store.leases["l"]["spec"]["renewTime"] != first, "the renewer died on the first failure"
 
 
 def test_the_renewer_stops_when_someone_else_took_the_lease() -> None:

@@ -235,6 +235,20 @@ def load_configuration(params: dict[str, Any]) -> Any:
     return cfg
 
 
+def within_deadline(client: Any, until: float) -> contextlib.AbstractContextManager[None]:
+    """``client.retrying_until(until)`` where the client has it (a test's fake may not)."""
+    within = getattr(client, "retrying_until", None)
+    return within(until) if within is not None else contextlib.nullcontext()
+
+
+def is_transient(exc: Exception) -> bool:
+    """A failure after which the request may or may not have taken effect, and a later attempt may get an
+    answer: no connection, a reset or a timeout, 5xx, 429 from API Priority and Fairness."""
+    if isinstance(exc, Unreachable):
+        return exc.transient
+    return isinstance(exc, K8sError) and exc.status in TRANSIENT_STATUS
+
+
 class Client:
     """JSON calls to one API server, sharing one connection pool.
 
@@ -324,9 +338,11 @@ class Client:
 
         A transient failure (no connection, a reset or a timeout, 5xx, 429 from API Priority and Fairness) is
         tried again with a growing pause (``Retry-After`` honoured) while the operation's deadline allows
-        (:meth:`retrying_until`); then it is raised. Retrying is safe for every call here: writes carry a
-        resourceVersion or a UID precondition, or are creations, so a repeat of a call whose answer was lost
-        meets its effect (a Conflict, a NotFound) instead of doing it twice. ``retry_429`` False leaves a 429
+        (:meth:`retrying_until`); then it is raised. Retrying is safe for the collection's calls: writes carry
+        a resourceVersion or a UID precondition, or are creations by name, so a repeat of a call whose answer
+        was lost meets its effect (a Conflict, a NotFound) instead of doing it twice. A creation with
+        ``generateName`` is the exception: its caller sends it with no retry (``retrying_until(now)``) and
+        reads again after a transient failure. ``retry_429`` False leaves a 429
         to the caller (an eviction's, which is a PodDisruptionBudget's answer, not the server's load).
         """
         until = getattr(self._retry, "until", None)

@@ -27,12 +27,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .client import LEASES, Client
+from .client import LEASES, Client, within_deadline
 from .errors import Conflict, K8sError, NotFound
 
 #: Share of the Lease's duration during which a holder counts on it after its last acquire or renewal; the
 #: rest is the margin for other processes' clocks and for a write already under way.
 VALID_FRACTION = 0.8
+#: Seconds one attempt of a write may take to connect (the client's connect timeout): a guarded write is not
+#: tried again later than this before the hold runs out. The rest of the margin (``1 - VALID_FRACTION`` of the
+#: duration, 12 s of 60) covers other processes' clocks.
+SEND_MARGIN = 10.0
 #: Attempts of one renewal when other writers keep changing the Lease (each a fresh read).
 RENEW_ATTEMPTS = 3
 #: The client methods that write; GuardedClient checks the Lease before each.
@@ -43,12 +47,6 @@ class LeaseLost(K8sError):
     """This process can no longer show that it holds the Lease: it must not write."""
 
     reason = "lease_lost"
-
-
-def _retrying_until(client: Any, until: float) -> contextlib.AbstractContextManager[None]:
-    """``client.retrying_until(until)`` where the client has it (a test's fake may not)."""
-    within = getattr(client, "retrying_until", None)
-    return within(until) if within is not None else contextlib.nullcontext()
 
 
 def lease_name(prefix: str, name: str) -> str:
@@ -214,7 +212,7 @@ class Lease:
         deadline = time.monotonic() + min(retry_for, max(0.0, self.valid_until - self.monotonic()))
         while True:
             try:
-                with _retrying_until(self.client, deadline):  # the client's own retries end there too
+                with within_deadline(self.client, deadline):  # the client's own retries end there too
                     self._give_up()
                 return True
             except K8sError:
@@ -239,6 +237,8 @@ class Lease:
                         return
                 except K8sError as exc:
                     report(f"Renewing Lease {self.namespace}/{self.name} failed: {exc.msg}")
+                except Exception as exc:  # the renewer must not die silently (writes stop anyway)
+                    report(f"Renewing Lease {self.namespace}/{self.name} failed: {exc!r}")
 
         renewer = threading.Thread(target=renew, name=f"renew-{self.name}", daemon=True)
         renewer.start()
@@ -279,9 +279,10 @@ class GuardedClient:
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             self._lease.check()
-            # A transient failure is retried only while the hold can be shown: a write is never sent after it.
-            until = time.monotonic() + max(0.0, self._lease.valid_until - self._lease.monotonic())
-            with _retrying_until(self._client, until):
+            # A transient failure is retried only while the hold can be shown, less the time one attempt may
+            # take to connect, so that no attempt reaches the server after the hold ran out.
+            left = self._lease.valid_until - self._lease.monotonic() - SEND_MARGIN
+            with within_deadline(self._client, time.monotonic() + max(0.0, left)):
                 return attribute(*args, **kwargs)
 
         return guarded
