@@ -3,8 +3,10 @@ passes against a fake client whose writes honour their preconditions as the API 
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,7 +24,12 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health
     under_maintenance,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import (
+    Conflict,
+    NotFound,
+    UIDMismatch,
+    Unreachable,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
 
 UTC = timezone.utc  # noqa: UP017
@@ -171,6 +178,8 @@ class FakeClient:
         self.preconditions: list[tuple[str, str, dict[str, str]]] = []
         self.events: list[tuple[str, str]] = []
         self.hooks: dict[tuple[str, Key], list[Callable[[], None]]] = {}
+        self.until: float | None = None
+        self.create_untils: list[float | None] = []  # the retry deadline each create was sent under
 
     # someone else --------------------------------------------------------------------------------------------
     def put(self, plural: str, obj: dict[str, Any], new: bool = False) -> dict[str, Any]:
@@ -216,7 +225,19 @@ class FakeClient:
         ]
         return {"items": items}
 
+    @contextlib.contextmanager
+    def retrying_until(self, until: float | None) -> Iterator[None]:
+        """The real client retries transient failures until ``until`` (never past a deadline around it); this one
+        records it."""
+        before = self.until
+        self.until = until if before is None or until is None else min(before, until)
+        try:
+            yield
+        finally:
+            self.until = before
+
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        self.create_untils.append(self.until)
         obj = copy.deepcopy(body)
         meta = obj["metadata"]
         meta["namespace"] = namespace or ""
@@ -525,6 +546,34 @@ def test_the_timed_out_mark_carries_the_version_and_the_escalation_creates_by_ge
     assert result.marked == [{"node": "b", "name": "b-00001", "annotation": "remediation.medik8s.io/nhc-timed-out"}]
     assert fake.preconditions == [("patch", "b-00001", {"resourceVersion": listed})]
     assert "remediation.medik8s.io/nhc-timed-out" in annotations(fake, key)
+
+
+def test_a_create_by_generated_name_is_sent_once_and_a_lost_answer_is_read_again() -> None:
+    """The object is made but the answer is lost: a retry would make a second one for the node, so the create
+    goes out with no retry and the pass reads again, finds it and makes no other."""
+    multi = {"remediation.medik8s.io/multiple-templates-support": "true"}
+    template = copy.deepcopy(TEMPLATE)
+    template["metadata"]["annotations"] = multi
+    fake = cluster(SPEC, [node("a", "True"), node("b", "Unknown")], [])
+    fake.put("selfnoderemediationtemplates", template)
+    create = fake.create
+    lost = [True]
+
+    def create_then_lose_the_answer(res: Resource, body: dict[str, Any], namespace: str | None = None) -> Any:
+        made = create(res, body, namespace)
+        if res.plural == SNRS and lost:
+            lost.pop()
+            raise Unreachable("Cannot reach the Kubernetes API: connection reset", transient=True)
+        return made
+
+    fake.create = create_then_lose_the_answer  # type: ignore[method-assign]
+    before = time.monotonic()
+    result = run_pass(fake)
+    made = [key for key in fake.store if key[0] == SNRS]
+    assert len(made) == 1, made
+    assert result.rereads == 1 and result.created == []  # read again: already there, nothing more to create
+    snr_untils = [u for u in fake.create_untils if u is not None]
+    assert snr_untils and all(u <= time.monotonic() and u >= before for u in snr_untils), fake.create_untils
 
 
 def test_a_pass_that_writes_holds_the_nodehealthchecks_lease_and_gives_it_up() -> None:

@@ -368,6 +368,16 @@ def _as_string(value: object, meant: str) -> str:
     return "give a string ('' for an empty one)"
 
 
+def _stamp(value: Any) -> datetime | None:
+    """A time this collection (or upstream) wrote into an annotation; None when missing or not a valid time."""
+    if not value:
+        return None
+    try:
+        return parse_time(value, "annotation")
+    except HealthSpecError:
+        return None
+
+
 def _check_remediations(remediations: Sequence[Any]) -> None:
     """The times the evaluation reads from the remediation objects, errors naming the index and field."""
     for index, obj in enumerate(remediations):
@@ -384,9 +394,8 @@ def _check_remediations(remediations: Sequence[Any]) -> None:
         annotations = meta.get("annotations") or {}
         if not isinstance(annotations, Mapping):
             raise HealthSpecError(f"{where}.metadata.annotations: must be a mapping of keys to string values.")
-        if annotations.get(HEALTHY_DELAY_ANNOTATION):
-            field = f"{where}.metadata.annotations[{HEALTHY_DELAY_ANNOTATION}]"
-            parse_time(annotations[HEALTHY_DELAY_ANNOTATION], field)
+        # The healthy-delay stamp is not checked here: a bad one counts as missing where it is used (the pass
+        # writes a new one), so one object's annotation never stops the passes of every node.
 
 
 # -- the spec ---------------------------------------------------------------------------------
@@ -792,10 +801,10 @@ def _recovering(
         return NodeDecision(name, Code.RECOVERING, "healthy again and confirmed by hand", cp, (), rem_names)
     if delay > 0:
         stamps = [
-            parse_time(value, f"remediation {_name(r)}: annotation {HEALTHY_DELAY_ANNOTATION}")
+            stamp
             for r in live
-            for value in [(_meta(r).get("annotations") or {}).get(HEALTHY_DELAY_ANNOTATION)]
-            if value
+            for stamp in [_stamp((_meta(r).get("annotations") or {}).get(HEALTHY_DELAY_ANNOTATION))]
+            if stamp is not None
         ]
         if not stamps:
             work.to_mark_healthy.extend(_ref(r) for r in live)

@@ -20,6 +20,7 @@ evaluated again (at most REEVALUATIONS times per pass, then Conflict). A deletio
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,8 +41,8 @@ from ..core.health import (
     remediation_node,
 )
 from ..core.scheduler import parse_requests
-from ..k8s.client import NODE_HEALTH_CHECKS, NODE_MAINTENANCES, NODES, Client, Resource
-from ..k8s.errors import Conflict, MissingResourceType, NotFound
+from ..k8s.client import NODE_HEALTH_CHECKS, NODE_MAINTENANCES, NODES, Client, Resource, is_transient, within_deadline
+from ..k8s.errors import Conflict, K8sError, MissingResourceType, NotFound
 from ..k8s.lease import GuardedClient, Lease, lease_name
 
 PART_OF_LABEL = "app.kubernetes.io/part-of"
@@ -505,8 +506,13 @@ class HealthPass:
             shown = _shown(request, body)
             res = self._resource(body["apiVersion"], body["kind"])
             # No precondition is possible on a create: by name it is create-only (409 when an object of that name
-            # exists: someone made it since the list, so decide again); a generated name never conflicts.
-            with _stale_on_conflict(f"create {body['kind']} {shown['namespace']}/{shown['name']}"):
+            # exists: someone made it since the list, so decide again). A generated name never conflicts, so
+            # that create is sent once: after a failure that may hide an object made (an answer lost), the
+            # pass reads again instead of sending it again.
+            what = f"create {body['kind']} {shown['namespace']}/{shown['name']}"
+            generated = not body["metadata"].get("name")
+            once = within_deadline(self.client, time.monotonic()) if generated else contextlib.nullcontext()
+            with _stale_on_conflict(what), _stale_on_unsure(what, generated), once:
                 made = self.client.create(res, body, body["metadata"]["namespace"])
             shown["name"] = made["metadata"]["name"]
             done.created.append(shown)
@@ -611,6 +617,19 @@ def _stale_on_conflict(what: str) -> Iterator[None]:
         yield
     except Conflict as exc:
         raise StaleRead(what, exc) from exc
+
+
+@contextlib.contextmanager
+def _stale_on_unsure(what: str, applies: bool) -> Iterator[None]:
+    """When ``applies``, a transient failure of the write ``what`` (it may have taken effect) becomes a
+    StaleRead: read again to see."""
+    try:
+        yield
+    except K8sError as exc:
+        if not applies or not is_transient(exc):
+            raise
+        unsure = Conflict(f"no answer, so whether it took effect is read again ({exc.msg})", exc.status, exc.body)
+        raise StaleRead(what, unsure) from exc
 
 
 def _gave_up(name: str, refused: Sequence[StaleRead]) -> str:
