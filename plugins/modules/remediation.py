@@ -31,6 +31,8 @@ description:
     collection, or the medik8s agent). Without it the object gets C(Processing=False) with reason
     C(NodeNotRebootCapable), a Warning event C(RemediationCannotStart), and the result says why; however long the
     run waits, no pod is deleted. This is checked before every step, so a node that stops being capable is held.
+    A published C(self-node-remediation.medik8s.io/watchdog-timeout) that is not a number of seconds makes the node
+    not capable too (the safe time could not count it); a missing one, or 0, counts as 60 s.
   - Nothing is done for a node under maintenance (a C(NodeMaintenance) in progress) or labelled
     C(remediation.medik8s.io/exclude-from-remediation=true), nor for an object the C(NodeHealthCheck) marked timed out.
   - Each run makes one pass; with O(wait_timeout) it keeps passing while an object waits for something due within it.

@@ -266,6 +266,37 @@ def test_the_published_watchdog_timeout_is_never_shortened_by_the_module_setting
     assert outcome.safe_time is not None and outcome.safe_time["watchdog_seconds"] == 400
 
 
+@pytest.mark.parametrize("published", ["abc", "\u0663\u0666\u0660\u0660", "1e999", "300s"])
+def test_a_watchdog_timeout_that_is_not_a_number_keeps_the_pods(published: str) -> None:
+    """Capable, but the watchdog timeout it published is not a number of seconds: the safe time cannot count
+    it, so nothing is tainted or deleted (assuming 60 s could delete pods before a longer watchdog fired)."""
+    fake = FakeClient(objects())
+    fake.store[("nodes", "", "w1")]["metadata"]["annotations"]["self-node-remediation.medik8s.io/watchdog-timeout"] = (
+        published
+    )
+    manager = RemediationManager(fake, lambda: T0 + timedelta(seconds=100_000))  # type: ignore[arg-type]
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert (
+        outcome.code == "NotRebootCapable"
+        and "watchdog-timeout" in outcome.reason
+        and repr(published) in outcome.reason
+    )
+    assert ("pods", "app", "db-0") in fake.store and not fake.store[("nodes", "", "w1")]["spec"].get("taints")
+
+
+@pytest.mark.parametrize("published", [None, "0", "-5"])
+def test_a_missing_or_zero_watchdog_timeout_counts_as_60_seconds(published: str | None) -> None:
+    fake = FakeClient(objects())
+    annotations = fake.store[("nodes", "", "w1")]["metadata"]["annotations"]
+    annotations.pop("self-node-remediation.medik8s.io/watchdog-timeout")
+    if published is not None:
+        annotations["self-node-remediation.medik8s.io/watchdog-timeout"] = published
+    manager = RemediationManager(fake, lambda: T0, check_mode=True)  # type: ignore[arg-type]
+    [outcome] = manager.run("ops", None, wait_timeout=0)
+    assert outcome.code != "NotRebootCapable" and outcome.safe_time is not None
+    assert outcome.safe_time["watchdog_seconds"] == 60
+
+
 def test_a_node_without_an_agent_keeps_its_pods_and_says_why() -> None:
     fake = FakeClient(objects())
     del fake.store[("nodes", "", "w1")]["metadata"]["annotations"]["is-reboot-capable.self-node-remediation.medik8s.io"]
@@ -544,3 +575,50 @@ def test_a_node_lease_left_by_a_dead_run_is_waited_for_until_its_hold_runs_out(
     clock[0] += 1.0  # its hold ran out: the next look takes the node
     [outcome] = manager.run("ops", None, wait_timeout=0)
     assert outcome.phase == "Pre-Reboot-Completed"
+
+
+def test_while_a_run_waits_for_a_busy_node_the_others_get_each_event_once() -> None:
+    """w2's object waits for the Lease another run holds (a pass every 2 s); w1 is excluded from remediation, so
+    each pass decides RemediationSkipped again: one event for it in the run, not one per pass."""
+    fake = FakeClient(objects())
+    w1 = fake.store[("nodes", "", "w1")]
+    w1["metadata"]["labels"] = {**w1["metadata"]["labels"], "remediation.medik8s.io/exclude-from-remediation": "true"}
+    fake.store[("selfnoderemediations", "ops", "w1")]["status"] = {"phase": "Fencing-Started"}
+    fake.store[("nodes", "", "w2")]["metadata"]["annotations"] = dict(w1["metadata"]["annotations"])
+    fake.store[("selfnoderemediations", "ops", "w2")] = {
+        "metadata": {"name": "w2", "namespace": "ops", "resourceVersion": "1"},
+        "spec": {"remediationStrategy": "ResourceDeletion"},
+    }
+    other = Lease(fake, "nodeops-remediation-w2", "ops", "other-run")  # type: ignore[arg-type]
+    assert other.try_acquire()
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 4:
+            other.release()
+
+    outcomes = {o.name: o for o in manager.run("ops", None, wait_timeout=60, sleep=sleep)}
+    assert len(pauses) == 4, pauses  # then w2 waits for its safe time, past the wait_timeout
+    skipped = [w for w in fake.writes if w[:2] == ("event", "RemediationSkipped")]
+    assert skipped == [("event", "RemediationSkipped", "w1")], fake.writes
+    assert outcomes["w1"].code == "Excluded" and outcomes["w2"].phase == "Pre-Reboot-Completed"
+
+
+def test_a_busy_pass_keeps_what_an_earlier_pass_of_the_run_found() -> None:
+    fake = FakeClient(objects())
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    [first] = manager.run("ops", None, wait_timeout=0)
+    assert first.time_assumed_rebooted and first.strategy
+    other = Lease(fake, "nodeops-remediation-w1", "ops", "other-run")  # type: ignore[arg-type]
+    assert other.try_acquire()
+    busy = manager.run_one(fake.store[("selfnoderemediations", "ops", "w1")])
+    assert busy.code == "Busy"
+    merged = engine._merge(first, busy)
+    assert (merged.code, merged.strategy, merged.time_assumed_rebooted, merged.phase) == (
+        "Busy",
+        first.strategy,
+        first.time_assumed_rebooted,
+        first.phase,
+    )

@@ -39,6 +39,7 @@ from typing import Any
 
 from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, format_time, parse_time
 from .nodes import node_ready
+from .safetime import watchdog_text_unusable
 from .strategy import OUT_OF_SERVICE_TAINT, RESOURCE_DELETION
 
 FINALIZER = "self-node-remediation.medik8s.io/snr-finalizer"
@@ -162,8 +163,22 @@ def _taint_keys(node: Mapping[str, Any]) -> set[str]:
 
 
 def reboot_capable(node: Mapping[str, Any]) -> bool:
-    """Whether the node's agent has published that it can fence the node (annotation exactly "true")."""
-    return (_meta(node).get("annotations") or {}).get(REBOOT_CAPABLE_ANNOTATION) == "true"
+    """Whether the node's agent has published that it can fence the node (annotation exactly "true"), with a
+    watchdog timeout the safe time can count (missing counts as 60 s; text that is not a number does not: an
+    unknown watchdog could outlast any assumed safe time, so nothing is deleted on a guess)."""
+    return not_capable_because(node) is None
+
+
+def not_capable_because(node: Mapping[str, Any]) -> str | None:
+    """Why the node does not count as reboot-capable, or None when it does."""
+    annotations = _meta(node).get("annotations") or {}
+    value = annotations.get(REBOOT_CAPABLE_ANNOTATION)
+    if value != "true":
+        return f'{REBOOT_CAPABLE_ANNOTATION} is {"missing" if value is None else repr(value)}, not "true"'
+    watchdog = annotations.get(WATCHDOG_TIMEOUT_ANNOTATION)
+    if watchdog_text_unusable(watchdog):
+        return f"{WATCHDOG_TIMEOUT_ANNOTATION} is {watchdog!r}, not a number of seconds"
+    return None
 
 
 def published_watchdog_timeout(node: Mapping[str, Any]) -> str | None:
@@ -296,12 +311,12 @@ def plan_step(
             events=[("Normal", "RemediationSkipped", f"node {node_name} is excluded from remediation")],
         )
 
-    if phase != FENCING_COMPLETED and not deleting and not reboot_capable(node):
-        value = (_meta(node).get("annotations") or {}).get(REBOOT_CAPABLE_ANNOTATION)
+    because = None if phase == FENCING_COMPLETED or deleting else not_capable_because(node)
+    if because is not None:
         message = (
-            f"node {node_name} is not known to be able to fence itself ({REBOOT_CAPABLE_ANNOTATION} is "
-            f'{"missing" if value is None else repr(value)}, not "true"): no agent has shown it can reboot the node, so'
-            " nothing is tainted or deleted; deploy the node agent on it, or check why its watchdog did not open"
+            f"node {node_name} is not known to be able to fence itself ({because}): no agent has shown it can"
+            " reboot the node, so nothing is tainted or deleted; deploy the node agent on it, or check why its"
+            " watchdog did not open"
         )
         status = _with_conditions(
             old,

@@ -145,6 +145,17 @@ def effective_peer_request_timeout(peer_request_timeout: float, api_server_timeo
     return max(peer_request_timeout, api_server_timeout + PEER_REQUEST_MARGIN_SECONDS)
 
 
+def watchdog_text_unusable(value: object) -> bool:
+    """A published watchdog timeout that is there but says nothing usable: not text of ASCII digits (with an
+    optional fraction and exponent), or not a finite number. Missing, and 0 or less, are not this (they count
+    as unknown: 60 s)."""
+    if value is None:
+        return False
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value.strip()):
+        return True
+    return not math.isfinite(float(value))
+
+
 def watchdog_seconds(value: object) -> float:
     """The watchdog timeout to count: ``value`` (seconds, or the node annotation's text) or 60 when unknown.
 

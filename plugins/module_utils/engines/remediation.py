@@ -153,6 +153,8 @@ class RemediationManager:
         self.ignored: set[str] = set()
         #: what went wrong beside the steps (a node Lease renewal the API did not answer)
         self.warnings: list[str] = []
+        #: the events recorded in this run (namespace, name, reason, message): each once per run
+        self._emitted: set[tuple[str, str, str, str]] = set()
 
     # -- reads ------------------------------------------------------------------------------
     def git_version(self) -> str:
@@ -341,9 +343,13 @@ class RemediationManager:
             if reason == "RemediationSkipped" and any(e["reason"] == reason for e in outcome.events):
                 continue
             outcome.events.append({"type": etype, "reason": reason, "message": message})
+            once = (outcome.namespace, outcome.name, reason, message)
+            if once in self._emitted:  # a later pass of this run decided the same again: one event is enough
+                continue
             if self.emit_events and not self.check_mode:
                 with contextlib.suppress(NotFound):
                     self.writer.create_event(dict(snr), reason, message, etype)
+                self._emitted.add(once)
 
     @staticmethod
     def _record(step: Step, outcome: Outcome) -> None:
@@ -463,6 +469,10 @@ class RemediationManager:
 
 
 def _merge(before: Outcome, after: Outcome) -> Outcome:
+    if after.code == "Busy":  # this pass did nothing for it: what an earlier pass found still holds
+        after.strategy = after.strategy or before.strategy
+        after.time_assumed_rebooted = after.time_assumed_rebooted or before.time_assumed_rebooted
+        after.phase = after.phase or before.phase
     after.phase_before = before.phase_before
     after.changed = after.changed or before.changed
     after.safe_time = after.safe_time or before.safe_time
