@@ -187,8 +187,13 @@ class FakeApi:
             key = self._key(res, name, namespace)
             hook = self.before_delete.pop((res.plural, name), None)
             if hook is not None:
-                hook(self.objects[key])  # someone else writes just before our delete
-                self._bump(self.objects[key])
+                hook(self.objects[key])  # someone else writes (or deletes: a None hook result) just before our delete
+                if hook is _deleted_meanwhile:
+                    del self.objects[key]
+                else:
+                    self._bump(self.objects[key])
+            if key not in self.objects:
+                raise errors.NotFound("gone", 404, {"details": {"name": name}})
             obj = self.objects[key]
             if uid is not None and uid != obj["metadata"]["uid"]:
                 raise errors.UIDMismatch("Precondition failed: UID in precondition", 409, {})
@@ -409,6 +414,27 @@ def test_garbage_collection_and_the_ignore_annotation(api: FakeApi) -> None:
     assert api.obj(NODE_MAINTENANCES, "a") is None and phase(api, "k") == "Ready"
 
 
+def _deleted_meanwhile(_obj: dict[str, Any]) -> None:
+    """A before_delete hook: someone else deletes the object just before our delete."""
+
+
+def test_garbage_collection_of_a_request_deleted_meanwhile_is_no_error(api: FakeApi) -> None:
+    api.add(
+        MAINTENANCE_CONFIGS,
+        {
+            "metadata": {"name": "default", "namespace": NS},
+            "spec": {"maxParallelOperations": 2, "maxNodeMaintenanceTimeSeconds": 60},
+        },
+    )
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reconciler(api).run_pass()
+    api.now = NOW + 61
+    api.before_delete[("nodemaintenances", "a")] = _deleted_meanwhile
+    report = reconciler(api).run_pass()
+    assert report.errors == [] and report.collected == []
+    assert api.obj(NODE_MAINTENANCES, "a") is None
+
+
 def test_garbage_collection_decides_again_when_the_request_changed_meanwhile(api: FakeApi) -> None:
     api.add(
         MAINTENANCE_CONFIGS,
@@ -543,7 +569,7 @@ def test_the_owner_never_deletes_a_request_of_the_same_name_made_since_by_anothe
 
     api.before_delete[("nodemaintenances", "a-n0")] = replaced
     a = Requests(api, RequestSpec("a.example.com", NS, "a"))  # type: ignore[arg-type]
-    a.absent(["n0"])
+    assert [x.action for x in a.absent(["n0"])] == ["absent"]  # not reported as deleted: it was not
     obj = api.obj(NODE_MAINTENANCES, "a-n0")
     assert obj is not None and obj["spec"]["requestorID"] == "c.example.com", "theirs was deleted"
     assert ("delete", "nodemaintenances", "a-n0") not in api.writes

@@ -465,13 +465,16 @@ class Reconciler:
         meta = obj["metadata"]
         if step.delete:
             # decided on this version of the object (its state and age): Conflict if it changed since
-            self.client.delete(
-                NODE_MAINTENANCES,
-                meta["name"],
-                meta["namespace"],
-                uid=meta.get("uid"),
-                resource_version=meta.get("resourceVersion"),
-            )
+            try:
+                self.client.delete(
+                    NODE_MAINTENANCES,
+                    meta["name"],
+                    meta["namespace"],
+                    uid=meta.get("uid"),
+                    resource_version=meta.get("resourceVersion"),
+                )
+            except NotFound:  # deleted meanwhile (or a retried call's first attempt went through): gone
+                return None, node
             self._count_write()
             with self._lock:
                 self._report.collected.append(key_of(obj))

@@ -168,25 +168,28 @@ class Requests:
                 "Check the names with 'kubectl get nodes'."
             )
 
-    def _delete_own(self, obj: dict[str, Any]) -> None:
+    def _delete_own(self, obj: dict[str, Any]) -> bool:
         """Delete the request ``obj`` listed as this requestor's, only while the object of its name is that one
         (UID precondition): one of that name made since, another requestor's, is never deleted on a guess. If
-        it is this requestor's again (read afresh), it goes too."""
+        it is this requestor's again (read afresh), it goes too. False when nothing was deleted: gone meanwhile,
+        or another requestor's now."""
         for _attempt in range(MAX_CONFLICTS):
             meta = obj["metadata"]
             try:
                 self.client.delete(NODE_MAINTENANCES, meta["name"], meta["namespace"], uid=meta.get("uid"))
-                return
+                return True
             except NotFound:
-                return
+                return False
             except UIDMismatch:
                 try:
                     obj = self.client.get(NODE_MAINTENANCES, meta["name"], meta["namespace"])
                 except NotFound:
-                    return
+                    return False
                 spec = obj.get("spec") or {}
-                if spec.get("requestorID") != self.request.requestor or obj["metadata"].get("deletionTimestamp"):
-                    return
+                if spec.get("requestorID") != self.request.requestor:
+                    return False
+                if obj["metadata"].get("deletionTimestamp"):
+                    return True  # ours again, and already being deleted
         raise Conflict(
             f"NodeMaintenance {obj['metadata']['namespace']}/{obj['metadata']['name']} was replaced"
             f" {MAX_CONFLICTS} times while it was being deleted; run again.",
@@ -288,8 +291,10 @@ class Requests:
                 if meta.get("deletionTimestamp"):
                     actions.append(Action(node, DELETING, req.namespace, meta["name"], obj))
                     continue
-                if not self.check_mode:
-                    self._delete_own(obj)
+                if not self.check_mode and not self._delete_own(obj):
+                    # gone meanwhile, or the object of its name is another requestor's now: nothing of ours left
+                    actions.append(Action(node, ABSENT, req.namespace, meta["name"]))
+                    continue
                 actions.append(Action(node, DELETED, req.namespace, meta["name"], obj))
             for obj in joined:
 
