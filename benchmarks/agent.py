@@ -3,7 +3,7 @@
 A script for people, never part of `make test`. It starts one agent on loopback (fake API server,
 mutual-TLS PKI and watchdog file as in tests/unit/test_node_agent.py) with the default check interval,
 lets it idle, and prints its RSS and CPU share beside those of an idle `python3 -c` process.
-Targets (issue 7): at most 25 MB resident and 0.5 % CPU.
+Targets: at most 25 MB resident and 0.5 % CPU.
 
     .venv/bin/python benchmarks/agent.py [--seconds 20]
 """

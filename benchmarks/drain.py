@@ -361,7 +361,7 @@ TARGETS = {"ours / kubectl drain": "(target <= 1.1x)", "k8s_drain / ours": "(tar
 
 
 def ratios(row: dict[str, float]) -> dict[str, float]:
-    """The two ratios of issue 3, for whole commands and for in-process task times."""
+    """The two ratios against kubectl drain, for whole commands and for in-process task times."""
     out = {}
     for what in ("command", "task"):
         ours = row[f"{what} {OURS}"]

@@ -14,7 +14,7 @@ Four passes of the reconcile engine (``engines/maintenance.py``) run one after t
 
 For each pass the script prints the engine's own requests by verb and resource (counted in the client) and
 what the API server counted meanwhile from all clients (``apiserver_request_total`` from ``/metrics``; the
-controllers' requests for the new nodes show there too), the wall time, and the writes. Targets (issue 4):
+controllers' requests for the new nodes show there too), the wall time, and the writes. Targets:
 the same number of list calls at both sizes, and writes only for changes (in the settled pass only the
 Lease's acquire and release).
 """

@@ -8,7 +8,7 @@ nodes and their pods (bare pods bound to each node, so the drain needs ``force``
 many forks as maxParallelOperations. It then reads the run's record (the ConfigMap the playbook keeps) and prints
 per wave: its nodes, the drain (the slowest of the wave, from admission to Ready), the maintenance (the slowest
 node's tasks), the release, and the overhead: the wave's share of the total beyond its drain and its
-maintenance (release, waiting for the next admission, Ansible's own task handling). Target (issue 5): at most
+maintenance (release, waiting for the next admission, Ansible's own task handling). Target: at most
 2 s of overhead per wave.
 
 The baseline, measured in the same run: the sum over the waves of the drain and the maintenance alone, which a

@@ -1,4 +1,4 @@
-"""The NodeMaintenance lifecycle (core/lifecycle.py): every transition of DESIGN.md section 3 / reference 2.4."""
+"""The NodeMaintenance lifecycle (core/lifecycle.py): every transition of the NVIDIA operator's states."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def test_drain_timeout_warns_and_starts_a_new_attempt() -> None:
     obj = nm("Draining", spec=DRAIN, annotations={lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW - 400)})
     report = lc.DrainReport(False, PROGRESS, timed_out=True, message="Drain of node n1 timed out")
     step = lc.next_step(obj, node(), NOW, lc.Observation(drain=report))
-    assert step.phase is None  # the reason stays Draining (DESIGN.md deviation 2)
+    assert step.phase is None  # the reason stays Draining (docs/design-notes.md: what blocks a drain)
     assert step.annotations == {lc.DRAIN_START_ANNOTATION: lc.rfc3339(NOW)}
     assert [(e.reason, e.type) for e in step.events] == [("DrainTimeout", "Warning")]
 

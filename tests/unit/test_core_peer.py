@@ -58,7 +58,7 @@ def test_below_threshold_asks_nobody() -> None:
 def test_too_few_peers_is_healthy_min_peers_honoured() -> None:
     result = verdict([], peers=1, min_peers=2, since=1000.0)
     assert (result.code, result.fence) == (Code.TOO_FEW_PEERS, False)
-    # the default minPeersForRemediation 1 and no peer: healthy (upstream reboots, A.6 quirk 1)
+    # the default minPeersForRemediation 1 and no peer: healthy (upstream reboots)
     assert verdict([], peers=0, since=1000.0).code == Code.TOO_FEW_PEERS
 
 

@@ -55,7 +55,7 @@ def reasons(result: sch.Schedule) -> dict[str, str]:
     return {d.request.name: d.reason for d in result.decisions}
 
 
-# -- the seed's examples (issue 4 acceptance, upstream README) -----------------------------------
+# -- the examples of the NVIDIA operator's README ----------------------------------------------
 def test_example_1_slots_limit() -> None:
     """10 nodes, maxParallelOperations 2, maxUnavailable 5, 5 pending -> 2."""
     result = schedule(nodes(10), [req(f"r{i}", f"n{i}", created=i) for i in range(5)], cfg(2, 5))
@@ -127,7 +127,7 @@ def test_upstream_cordoned_candidate_is_included_with_slots_2_budget_1() -> None
 
 
 def test_skipped_candidate_does_not_use_up_a_slot() -> None:
-    """DESIGN.md deviation 1: upstream would take positions a, b only and schedule a alone."""
+    """A skipped candidate does not use up a slot: upstream would take positions a, b only and schedule a alone."""
     cluster = nodes(5, {4: "notready"})
     requests = [req("a", "n0"), req("b", "n1", created=1), req("c", "n4", created=2)]
     result = schedule(cluster, requests, cfg(2, 2))

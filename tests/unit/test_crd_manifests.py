@@ -1,4 +1,4 @@
-"""The CRD manifests of roles/crds: they load, and say what DESIGN.md section 3 and the reference say.
+"""The CRD manifests of roles/crds: they load, and say what the upstream APIs and docs/design-notes.md say.
 
 Cheap checks without an API server; tests/integration/test_crds.py shows the server enforces them.
 """
@@ -213,7 +213,7 @@ def test_nm_status(nm_crd: dict[str, Any]) -> None:
         "evictionPods",
         "drainProgress",
         "waitForEviction",
-        # ours (DESIGN.md deviation 2): what blocks the drain
+        # ours (docs/design-notes.md): what blocks the drain
         "blockingPods",
         "blockingPDBs",
         "blockedByRules",

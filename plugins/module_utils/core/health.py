@@ -4,7 +4,7 @@
 remediation objects go, and when to look again.
 
 Pure, standard library only (time is the ``now`` parameter). Semantics of medik8s Node Health Check
-(reference B.2), as a single pass over data the caller read:
+as a single pass over data the caller read:
 
 * ``nodes``: every Node object of the cluster (dicts as the API returns them); the spec's selector
   picks the observed ones, and a remediation object whose node is not among them is an orphan.

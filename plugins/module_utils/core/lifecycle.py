@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The life of one NodeMaintenance: from what it is now, the next step (DESIGN.md section 3).
+"""The life of one NodeMaintenance: from what it is now, the next step (the NVIDIA operator's states).
 
 Pure: the inputs are the NodeMaintenance and its Node as plain dicts, ``now`` (seconds since the
 epoch) and what the engine observed when a step needs I/O (the pods still to wait for, the outcome of

@@ -1,7 +1,8 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The manager side of Self Node Remediation as a pure step function: what to do next for one
-SelfNodeRemediation object, given what the caller read (reference A.4).
+SelfNodeRemediation object, given what the caller read (the phases of medik8s Self Node Remediation's
+manager).
 
 Pure, standard library only; time is the ``now`` parameter. The caller applies the step's writes,
 reads again and asks for the next step, until a step writes nothing (then ``wait_until`` says when

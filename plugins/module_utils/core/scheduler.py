@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NodeMaintenance scheduler and the rollout simulation (DESIGN.md section 3).
+"""The NodeMaintenance scheduler and the rollout simulation.
 
 Pure: the inputs are Node, NodeMaintenance and MaintenanceOperatorConfig data (plain Kubernetes
 dicts, parsed here into frozen dataclasses); nothing here talks to the API or reads the clock.
@@ -16,7 +16,7 @@ One pass (:func:`schedule`) decides which ``Pending`` requests move to ``Schedul
   upstream does), then creation time (seconds), nodeName, requestorID and ``namespace/name``;
 * one request per node; a request on an already unavailable node (cordoned or not Ready) does not use
   the ``maxUnavailable`` budget; a candidate skipped for lack of budget does not use up a slot
-  (DESIGN.md deviation 1): the walk goes on until the slots are filled or the list ends.
+  (upstream lets it use up its position): the walk goes on until the slots are filled or the list ends.
 
 Decisions where upstream and the issue are silent (also in docs/design-notes.md):
 
@@ -51,7 +51,7 @@ _T = TypeVar("_T")
 FINALIZER = "maintenance.nvidia.com/finalizer"
 INITIAL_UNSCHEDULABLE_ANNOTATION = "maintenance.nvidia.com/node-initial-state.unschedulable"
 
-# Ready condition reasons of a NodeMaintenance (DESIGN.md section 3).
+# Ready condition reasons of a NodeMaintenance (the NVIDIA operator's).
 PHASE_NEW = ""
 PHASE_PENDING = "Pending"
 PHASE_SCHEDULED = "Scheduled"

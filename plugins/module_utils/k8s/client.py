@@ -491,7 +491,7 @@ class Client:
         """PUT the whole object (or its ``status`` subresource).
 
         Conditional: the body's ``metadata.resourceVersion`` must still be current, else Conflict is
-        raised and the caller re-reads and retries (DESIGN.md section 5).
+        raised and the caller reads again and decides again.
         """
         meta = body.get("metadata") or {}
         what = f"update {res.kind or res.plural} {meta.get('name', '')}" + (f" {subresource}" if subresource else "")
