@@ -25,8 +25,8 @@ description:
   - A drained node drained again reports no change.
   - The cordon is written only if the node is still as read (its resourceVersion), under the field manager
     C(nodeops-maintenance-drain). Undoing it (a rule block, O(uncordon_on_failure)) reads the node again and
-    uncordons only if that cordon is still the one there; a node someone else cordoned meanwhile stays
-    cordoned, with a warning.
+    uncordons only if that cordon is still the one there and no C(NodeMaintenance) in progress holds the node;
+    otherwise the node stays cordoned, with a warning (also when the credential cannot list NodeMaintenances).
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.attributes

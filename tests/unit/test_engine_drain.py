@@ -22,7 +22,13 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain 
     wait_for_completion,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import DAEMONSETS, NODES, PDBS, PODS
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
+    DAEMONSETS,
+    NODE_MAINTENANCES,
+    NODES,
+    PDBS,
+    PODS,
+)
 
 NODE = "n1"
 
@@ -88,6 +94,7 @@ class FakeClient:
         self.vanish = True  # accepted evictions remove the pod
         self.daemonsets: set[tuple[str, str]] = set()
         self.pdbs: list[dict] = []
+        self.node_maintenances: list[dict] = []
         self.watch_error: Exception | None = None
         self.sent: list[tuple[str, str, str | None]] = []
         self.replace_on_call: dict[str, dict] = {}  # pod name -> the pod that replaces it as the call arrives
@@ -114,6 +121,8 @@ class FakeClient:
         self.calls.append(("list", res.kind, label_selector))
         if res is PDBS:
             return {"items": self.pdbs}
+        if res is NODE_MAINTENANCES:
+            return {"items": self.node_maintenances}
         assert res is PODS and kw["field_selector"] == f"spec.nodeName={NODE}"
         with self.lock:
             items = [p for p in self.pods.values() if p["spec"]["nodeName"] == NODE]
@@ -340,11 +349,33 @@ def test_uncordon_on_failure_leaves_a_cordon_someone_else_made_again_during_the_
             client.set_unschedulable(True, "kubectl-cordon")
 
     client.after_eviction(recordoned)
-    with pytest.raises(DrainError, match="someone else changed its cordon") as err:
+    with pytest.raises(DrainError, match="stays cordoned: someone else changed its cordon") as err:
         drain(client, NODE, DrainOptions(timeout=0.5), uncordon_on_failure=True)
     assert client.node["spec"]["unschedulable"] is True
     assert not [c for c in client.calls if c[0] == "patch" and c[2] is None], "their cordon was undone"
     assert any("was not uncordoned" in w for w in err.value.result["warnings"])
+
+
+def test_uncordon_on_failure_leaves_a_node_a_nodemaintenance_now_holds() -> None:
+    """The maintenance was scheduled during the drain and found the node cordoned (by this drain), so it wrote no
+    cordon of its own and counts on this one: undoing it would put a node under maintenance back to work."""
+    client = FakeClient([pod("a")])
+    client.refuse = {"a": -1}
+
+    def scheduled(_name: str) -> None:
+        client.node_maintenances = [
+            {
+                "metadata": {"name": "nm-1", "namespace": "ops", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"nodeName": NODE, "requestorID": "ops.example.com", "cordon": True},
+                "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Draining"}]},
+            }
+        ]
+
+    client.after_eviction(scheduled)
+    with pytest.raises(DrainError, match="stays cordoned: NodeMaintenance ops/nm-1 holds it") as err:
+        drain(client, NODE, DrainOptions(timeout=0.5), uncordon_on_failure=True)
+    assert client.node["spec"]["unschedulable"] is True
+    assert any("NodeMaintenance ops/nm-1 holds it" in w for w in err.value.result["warnings"])
 
 
 def test_a_node_cordoned_by_someone_else_after_the_read_is_theirs() -> None:

@@ -35,8 +35,9 @@ from typing import Any
 
 from ..core import drain as core
 from ..core.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
-from ..k8s.client import DAEMONSETS, NODES, PDBS, PODS, Client, Watch
-from ..k8s.errors import OBJECT_GONE, K8sError, NotFound, TooManyRequests
+from ..core.scheduler import parse_requests
+from ..k8s.client import DAEMONSETS, NODE_MAINTENANCES, NODES, PDBS, PODS, Client, Watch
+from ..k8s.errors import OBJECT_GONE, K8sError, MissingResourceType, NotFound, TooManyRequests
 from .cordon import set_state, undo_own_cordon
 
 ProgressCallback = Callable[[core.DrainProgress], None]
@@ -487,6 +488,24 @@ def pool_size_for(concurrency: int) -> int:
     return max(1, concurrency) + EXTRA_CONNECTIONS
 
 
+def maintenance_holding(client: Client, node: str) -> str | None:
+    """Why a NodeMaintenance may count on the node staying cordoned (one in progress holds it, or they cannot be
+    read to tell), or None."""
+    try:
+        items = client.list(NODE_MAINTENANCES)["items"]
+    except (MissingResourceType, NotFound):
+        return None  # no NodeMaintenance type here: nothing can hold the node
+    except K8sError as exc:
+        return f"the NodeMaintenances could not be read to check that none holds it ({exc.msg})"
+    try:
+        held = [r for r in parse_requests(items) if r.holds_node and r.node_name == node]
+    except ValueError as exc:
+        return f"the NodeMaintenances could not be read to check that none holds it ({exc})"
+    if held:
+        return f"NodeMaintenance {held[0].key} holds it"
+    return None
+
+
 def drain(
     client: Client,
     node: str,
@@ -524,14 +543,18 @@ def drain(
         result["seconds"] = round(clock() - begin, 3)
         return result
 
-    def uncordon() -> bool:
-        """Undo this run's cordon, unless someone cordoned the node again since (then it stays cordoned)."""
+    def uncordon() -> str | None:
+        """Undo this run's cordon, unless someone cordoned the node again since or a NodeMaintenance now holds
+        the node (it found the node cordoned, so it wrote no cordon of its own): then it stays cordoned, and
+        the reason is returned (and warned)."""
         if options.dry_run:  # the dry-run cordon changed nothing
-            return True
-        undone = undo_own_cordon(client, node, DRAIN_FIELD_MANAGER)
-        if not undone:
-            warnings.append(f"Node {node} was not uncordoned: someone else changed its cordon during the drain.")
-        return undone
+            return None
+        why = maintenance_holding(client, node)
+        if why is None and not undo_own_cordon(client, node, DRAIN_FIELD_MANAGER):
+            why = "someone else changed its cordon during the drain"
+        if why is not None:
+            warnings.append(f"Node {node} was not uncordoned: {why}.")
+        return why
 
     if cordon and not was_cordoned:
         # conditional on the node read above: a node cordoned meanwhile by someone else is theirs, left as it is
@@ -556,7 +579,7 @@ def drain(
     drain_pass = DrainPass(client, node, options, clock(), on_progress=on_progress, clock=clock)
     outcome = drain_pass.run()
     if outcome.blocked_by_rules:
-        if cordoned_now and uncordon():
+        if cordoned_now and uncordon() is None:
             cordoned_now = False
         raise DrainError(outcome.blocked_by_rules, finish(outcome, changed=False))
     changed = cordoned_now or outcome.changed
@@ -573,12 +596,12 @@ def drain(
         return finish(outcome, changed=changed)
     if not outcome.done:
         message = core.failure_message(node, outcome.outcomes, options.timeout, outcome.timed_out)
-        if uncordon_on_failure and cordoned_now:
-            if uncordon():
-                cordoned_now = False
-                message += f" Node {node} was uncordoned again (uncordon_on_failure)."
-            else:
-                message += f" Node {node} was left as it is: someone else changed its cordon during the drain."
+        why = uncordon() if uncordon_on_failure and cordoned_now else ""
+        if why is None:
+            cordoned_now = False
+            message += f" Node {node} was uncordoned again (uncordon_on_failure)."
+        elif why:
+            message += f" Node {node} stays cordoned: {why}."
         elif was_cordoned or cordoned_now:
             message += f" Node {node} stays cordoned."
         raise DrainError(message, finish(outcome, changed=changed))
