@@ -232,13 +232,15 @@ def test_no_remediation_under_maintenance_or_excluded() -> None:
         node("a", "Unknown", since=999),
         node("b", "Unknown", since=999, labels={EXCLUDE_LABEL: "true"}),
         node("c", "Unknown", since=999, labels={EXCLUDE_LABEL: ""}),
+        node("d", "Unknown", since=999, labels={EXCLUDE_LABEL: "false"}),
         *(node(f"ok-{i}") for i in range(5)),
     ]
     result = run(nodes, maintenance={"a"})
     assert codes(result)["a"] == Code.SKIPPED_MAINTENANCE
     assert codes(result)["b"] == Code.SKIPPED_EXCLUDED
-    assert remediated(result) == ["c"]  # an empty label value does not exclude ...
-    assert any("is not 'true'" in m for m in result.messages)  # ... and says so
+    assert remediated(result) == ["c", "d"]  # an empty or "false" label value does not exclude ...
+    # ... and only the empty one is called out (InvalidNodeLabel), as upstream: "false" says what it means
+    assert result.messages == (f"c: label {EXCLUDE_LABEL} is empty, not 'true', so the node is not excluded",)
     assert result.requeue_after == 60
 
 

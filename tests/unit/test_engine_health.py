@@ -18,6 +18,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health
     HealthPass,
     PassResult,
     build_status,
+    evaluation_events,
     owned_by,
     remediation_object,
     skipped,
@@ -81,7 +82,7 @@ def test_remediation_object_as_upstream_makes_it() -> None:
     }
     assert body["metadata"]["labels"] == {
         "app.kubernetes.io/part-of": "node-healthcheck-controller",
-        "remediation.medik8s.io/isControlPlaneNode": "true",
+        "remediation.medik8s.io/isControlPlaneNode": "",  # upstream's value
     }
     assert body["metadata"]["ownerReferences"][0]["uid"] == "u1"
     assert body["spec"] == {"remediationStrategy": "OutOfServiceTaint"}
@@ -604,3 +605,16 @@ def test_check_mode_and_a_spec_given_as_data_take_no_lease() -> None:
     run_pass(fake, check_mode=True)
     HealthPass(fake).run(None, SPEC, lambda: NOW)  # type: ignore[arg-type]
     assert not [w for w in fake.writes if w[1] == "leases"] and ("leases", "ops", "nodeops-health-n") not in fake.store
+
+
+def test_events_and_status_tokens_as_upstream_records_them() -> None:
+    """An excluded unhealthy node gets a Warning RemediationSkipped, and the Paused reason names the requests."""
+    excluded = node("b", "Unknown")
+    excluded["metadata"]["labels"]["remediation.medik8s.io/exclude-from-remediation"] = "true"
+    evaluation = evaluate(SPEC, [node("a", "True"), excluded, node("c", "True")], [], NOW)
+    events = evaluation_events(evaluation, set())
+    assert [(e["reason"], e["type"]) for e in events] == [("RemediationSkipped", "Warning")]
+    assert "Node b:" in events[0]["message"]
+    paused = evaluate({**SPEC, "pauseRequests": ["upgrade by alice", "ticket 42"]}, [node("a", "True")], [], NOW)
+    status = build_status({}, paused, [], NOW, None, "")
+    assert (status["phase"], status["reason"]) == ("Paused", "NHC is paused: upgrade by alice, ticket 42")

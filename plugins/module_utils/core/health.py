@@ -214,6 +214,7 @@ class Evaluation:
     confirmations_to_clear: tuple[str, ...] = ()  # nodes whose manually-confirmed-healthy annotation goes
     requeue_after: float | None = None  # seconds until the next pass should look again
     messages: tuple[str, ...] = field(default=())  # warnings for events (e.g. an empty exclude label)
+    pause_requests: tuple[str, ...] = ()  # spec.pauseRequests, as given
 
     @property
     def unhealthy_nodes(self) -> tuple[str, ...]:
@@ -641,10 +642,8 @@ def evaluate(
         if exclude == "true":
             decide(Code.SKIPPED_EXCLUDED, f"unhealthy ({shown}); labelled {EXCLUDE_LABEL}=true")
             continue
-        if exclude is not None and exclude != "true":
-            work.messages.append(
-                f"{name}: label {EXCLUDE_LABEL}={exclude!r} is not 'true', so the node is not excluded"
-            )
+        if exclude == "":  # as upstream: only an empty value is called out ("false" says what it means)
+            work.messages.append(f"{name}: label {EXCLUDE_LABEL} is empty, not 'true', so the node is not excluded")
         if cp and cp_remediated - {name}:
             work.again_in(BLOCKED_RETRY_SECONDS)
             others = ", ".join(sorted(cp_remediated - {name}))
@@ -682,6 +681,7 @@ def evaluate(
         confirmations_to_clear=tuple(sorted(set(work.confirmations_to_clear))),
         requeue_after=_round_up(min(work.requeue)) if work.requeue else None,
         messages=tuple(work.messages),
+        pause_requests=tuple(pause_requests),
     )
 
 

@@ -118,7 +118,7 @@ def remediation_object(
     annotations = {NODE_NAME_ANNOTATION: request.node, TEMPLATE_NAME_ANNOTATION: request.template.name}
     labels = {PART_OF_LABEL: PART_OF_VALUE}
     if request.control_plane:
-        labels[CONTROL_PLANE_CR_LABEL] = "true"
+        labels[CONTROL_PLANE_CR_LABEL] = ""  # upstream's value; only the key is looked at
     meta: dict[str, Any] = {"namespace": tmeta.get("namespace"), "labels": labels, "annotations": annotations}
     if (tmeta.get("annotations") or {}).get(MULTIPLE_TEMPLATES_ANNOTATION) == "true":
         meta["generateName"] = f"{request.node}-"
@@ -206,7 +206,7 @@ def build_status(
         else:
             phase = "Enabled"
         reason = {
-            "Paused": "NHC is paused (spec.pauseRequests)",
+            "Paused": f"NHC is paused: {', '.join(evaluation.pause_requests)}",
             "Remediating": f"NHC is remediating {len(unhealthy)} node(s)",
             "Enabled": "NHC is enabled, no ongoing remediation",
         }[phase]
@@ -273,7 +273,12 @@ def evaluation_events(evaluation: Evaluation, created_nodes: set[str]) -> list[d
             events.append(
                 {"reason": "RemediationCreated", "type": "Normal", "message": f"Created remediation for node {d.node}"}
             )
-        elif d.code in (Code.SKIPPED_MIN_HEALTHY, Code.SKIPPED_CONTROL_PLANE, Code.SKIPPED_MAINTENANCE):
+        elif d.code in (
+            Code.SKIPPED_MIN_HEALTHY,
+            Code.SKIPPED_CONTROL_PLANE,
+            Code.SKIPPED_MAINTENANCE,
+            Code.SKIPPED_EXCLUDED,
+        ):
             events.append({"reason": "RemediationSkipped", "type": "Warning", "message": f"Node {d.node}: {d.reason}"})
         elif d.code == Code.NO_TEMPLATE_LEFT:
             events.append({"reason": "NoTemplateLeft", "type": "Warning", "message": f"Node {d.node}: {d.reason}"})
