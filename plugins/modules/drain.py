@@ -197,7 +197,8 @@ pods:
       sample: evicted
     reason:
       description: Why a pod is skipped or blocked (daemonset, mirror, eviction_filter, pdb, orphaned_daemonset,
-        rule), or V(pdb_bypassed) for a pod deleted by O(bypass_pdb_after).
+        rule), V(pdb_bypassed) for a pod deleted by O(bypass_pdb_after), or V(answer_lost) for a pod evicted or
+        deleted by a request whose answer was lost (the API server went away), found gone when it was sent again.
       type: str
       returned: when there is one
     pdbs:

@@ -444,6 +444,21 @@ def test_pod_already_gone_counts_as_done() -> None:
     assert result["pods"][0]["action"] == "gone"
 
 
+def test_an_eviction_whose_answer_was_lost_is_found_by_its_effect() -> None:
+    """The API server went down after the eviction took effect and before it answered; the client's repeat met
+    404. The pod counts as evicted (reason answer_lost), not as gone by someone else's hand."""
+    client = FakeClient([pod("a"), pod("b")])
+    lost = errors.NotFound("pods a not found", 404, {})
+    lost.after_lost_answer = True
+    client.fail = {"a": lost}
+    client.events.put({"type": "DELETED", "object": pod("a")})
+    result = drain(client, NODE, DrainOptions(timeout=120))
+    pods = {p["name"]: p for p in result["pods"]}
+    assert (pods["a"]["action"], pods["a"].get("reason")) == ("evicted", "answer_lost")
+    assert pods["b"]["action"] == "evicted" and not pods["b"].get("reason")
+    assert result["totals"]["evicted"] == 2
+
+
 def test_terminating_pods_are_waited_for_not_evicted() -> None:
     client = FakeClient([pod("old", deletionTimestamp="2026-01-01T00:00:00Z"), pod("web")])
     # the terminating pod goes only after the drain evicted the other one: it was waited for

@@ -333,3 +333,26 @@ def test_a_transient_failure_past_the_deadline_is_raised_and_a_definite_answer_a
         with pytest.raises(errors.TooManyRequests):
             client.evict("p", "ns", uid="u1")
     assert client.retried == 0
+
+
+def test_an_answer_to_a_repeat_after_a_lost_answer_says_so(fake: Callable[[Handler], FakeApi]) -> None:
+    """The first eviction gets no answer (the server goes away); the repeat meets 404: the error says that an
+    earlier attempt may have done it. A 404 at the first attempt does not."""
+    script = ["reset", 404, 404]
+
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        step = script.pop(0)
+        if step == "reset":
+            req.close_connection = True
+            req.connection.shutdown(socket.SHUT_RDWR)
+            return
+        reply(req, 404, {"message": "pods \"p\" not found", "details": {"name": "p"}})
+
+    client = fake(handler).client()
+    with client.retrying_until(time.monotonic() + 120):
+        with pytest.raises(errors.NotFound) as repeated:
+            client.evict("p", "ns", uid="u1")
+        with pytest.raises(errors.NotFound) as first:
+            client.evict("p", "ns", uid="u1")
+    assert repeated.value.after_lost_answer is True and first.value.after_lost_answer is False
+    assert script == []

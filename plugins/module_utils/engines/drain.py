@@ -96,6 +96,7 @@ class _Target:
     outcome: core.PodOutcome
     requested: str = ""  # EVICTED or DELETED once the API accepted it (set by the worker)
     bypassed: bool = False  # deleted because bypass_pdb_after passed (set by the worker)
+    answer_lost: bool = False  # the request's answer was lost; a repeat found the pod gone (set by the worker)
     gone: bool = False  # no pod with the planned UID is left (set by the main loop)
     final: bool = False  # the worker gave up (blocked at the deadline, or an error)
     wake: threading.Event = field(default_factory=threading.Event)  # ends the worker's wait between attempts
@@ -268,7 +269,14 @@ class DrainPass:
                 # the watch may report the pod gone before this message arrives
                 self._events.put(("requested", t))
                 return
-            except OBJECT_GONE:  # deleted, or replaced by a new pod of the same name (left alone)
+            except OBJECT_GONE as exc:  # deleted, or replaced by a new pod of the same name (left alone)
+                if exc.after_lost_answer:
+                    # An earlier attempt of this very call got no answer (an API server going down) and the pod
+                    # was gone when it was asked again: found by its effect, that attempt is what removed it.
+                    t.requested = core.DELETED if delete else core.EVICTED
+                    t.answer_lost = True
+                    self._events.put(("requested", t))
+                    return
                 self._events.put(("gone", t))
                 return
             except TooManyRequests as exc:
@@ -350,7 +358,7 @@ class DrainPass:
             t.outcome.action = t.requested or core.GONE
             t.outcome.error = ""
             if t.requested == core.EVICTED:
-                t.outcome.pdbs, t.outcome.reason = [], ""
+                t.outcome.pdbs, t.outcome.reason = [], "answer_lost" if t.answer_lost else ""
             self._report(total, targets)
 
         def finished() -> bool:
@@ -412,7 +420,7 @@ class DrainPass:
             if t.gone and t.requested:  # gone before its worker's message was read
                 t.outcome.action = t.requested
                 if t.requested == core.EVICTED:
-                    t.outcome.pdbs, t.outcome.reason = [], ""
+                    t.outcome.pdbs, t.outcome.reason = [], "answer_lost" if t.answer_lost else ""
             if t.bypassed:
                 t.outcome.reason = "pdb_bypassed"
                 self.warnings.append(

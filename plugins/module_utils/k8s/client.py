@@ -361,6 +361,7 @@ class Client:
                 if 200 <= resp.status < 300:
                     return json.loads(text) if text else {}
                 failure = self._error(resp.status, text, method, path, what)
+                failure.after_lost_answer = attempt > 0  # only transient failures are tried again
                 if resp.status not in TRANSIENT_STATUS or (resp.status == 429 and not retry_429):
                     raise failure
                 retry_after = _seconds(resp.headers.get("Retry-After"))

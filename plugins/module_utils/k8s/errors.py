@@ -17,6 +17,9 @@ class K8sError(Exception):
         self.msg = msg
         self.status = status
         self.body = body or {}
+        #: the answer to a repeat of the call, sent after an earlier attempt got no answer (that attempt may have
+        #: taken effect: a NotFound then may be its own effect)
+        self.after_lost_answer = False
 
     def to_result(self) -> dict[str, Any]:
         """The keys a module adds to fail_json next to ``msg``."""
