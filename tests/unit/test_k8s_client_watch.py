@@ -346,7 +346,7 @@ def test_an_answer_to_a_repeat_after_a_lost_answer_says_so(fake: Callable[[Handl
             req.close_connection = True
             req.connection.shutdown(socket.SHUT_RDWR)
             return
-        reply(req, 404, {"message": "pods \"p\" not found", "details": {"name": "p"}})
+        reply(req, 404, {"message": 'pods "p" not found', "details": {"name": "p"}})
 
     client = fake(handler).client()
     with client.retrying_until(time.monotonic() + 120):
