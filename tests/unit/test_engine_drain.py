@@ -459,6 +459,34 @@ def test_an_eviction_whose_answer_was_lost_is_found_by_its_effect() -> None:
     assert result["totals"]["evicted"] == 2
 
 
+def test_a_deletion_whose_answer_was_lost_says_why_it_was_deleted(backoffs: list[float]) -> None:
+    lost = errors.NotFound("pods a not found", 404, {})
+    lost.after_lost_answer = True
+    client = FakeClient([pod("a")])  # disable_eviction: the deletion's answer lost
+    delete_a = client.delete_pod
+
+    def lose_the_first_answer(*args: Any, **kwargs: Any) -> Any:
+        delete_a(*args, **kwargs)
+        raise lost
+
+    client.delete_pod = lose_the_first_answer  # type: ignore[method-assign]
+    result = drain(client, NODE, DrainOptions(timeout=120, disable_eviction=True))
+    assert (result["pods"][0]["action"], result["pods"][0].get("reason")) == ("deleted", "answer_lost")
+    client = FakeClient([pod("b")])  # bypass_pdb_after: refused, then deleted, the deletion's answer lost
+    client.refuse = {"b": -1}
+    delete_pod = client.delete_pod
+
+    def lose_the_answer(*args: Any, **kwargs: Any) -> Any:
+        delete_pod(*args, **kwargs)
+        client.events.put({"type": "DELETED", "object": pod("b")})
+        raise lost
+
+    client.delete_pod = lose_the_answer  # type: ignore[method-assign]
+    result = drain(client, NODE, DrainOptions(timeout=120, bypass_pdb_after=0.2))
+    assert (result["pods"][0]["action"], result["pods"][0].get("reason")) == ("deleted", "pdb_bypassed")
+    assert result["warnings"] == ["Pod ns/b was deleted despite PodDisruptionBudget web-pdb (bypass_pdb_after)."]
+
+
 def test_terminating_pods_are_waited_for_not_evicted() -> None:
     client = FakeClient([pod("old", deletionTimestamp="2026-01-01T00:00:00Z"), pod("web")])
     # the terminating pod goes only after the drain evicted the other one: it was waited for

@@ -356,3 +356,48 @@ def test_an_answer_to_a_repeat_after_a_lost_answer_says_so(fake: Callable[[Handl
             client.evict("p", "ns", uid="u1")
     assert repeated.value.after_lost_answer is True and first.value.after_lost_answer is False
     assert script == []
+
+
+@pytest.mark.parametrize(
+    ("first", "maybe"),
+    [
+        (errors.Unreachable("connection refused", transient=True, sent=False), False),
+        (errors.Unreachable("connection reset", transient=True, sent=True), True),
+        (503, False),
+        (429, False),
+        (504, True),
+    ],
+    ids=["refused", "reset", "503", "429", "504"],
+)
+def test_only_an_attempt_that_may_have_been_done_marks_the_answer_to_its_repeat(
+    fake: Callable[[Handler], FakeApi], first: Any, maybe: bool
+) -> None:
+    """A refused connection, a 503 or a 429 did nothing; a reset after sending, or a 504, may have."""
+    statuses = [first] if isinstance(first, int) else []
+
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        if statuses:
+            status = statuses.pop(0)
+            req.send_response(status)
+            req.send_header("Retry-After", "0")
+            req.send_header("Content-Length", "2")
+            req.end_headers()
+            req.wfile.write(b"{}")
+            return
+        reply(req, 404, {"message": 'pods "p" not found', "details": {"name": "p"}})
+
+    client = fake(handler).client()
+    if isinstance(first, errors.Unreachable):
+        send = client._send
+        raised: list[bool] = []
+
+        def first_fails(*args: Any, **kwargs: Any) -> Any:
+            if not raised:
+                raised.append(True)
+                raise first
+            return send(*args, **kwargs)
+
+        client._send = first_fails  # type: ignore[method-assign]
+    with client.retrying_until(time.monotonic() + 120), pytest.raises(errors.NotFound) as answer:
+        client.delete_pod("p", "ns", uid="u1")
+    assert answer.value.after_lost_answer is maybe

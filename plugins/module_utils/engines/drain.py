@@ -239,8 +239,10 @@ class DrainPass:
 
         Every call carries the planned pod's UID. The worker stops, counting the pod as gone, as soon as
         that pod is gone: the API answers 404, or 409 on the UID precondition (another pod has its name
-        now); the main loop saw it go (the watch or a re-list; ``t.gone``, which also ends the wait
-        between attempts); or the read before a retry finds no pod, or another one, under its name.
+        now), unless that answers a repeat of a call whose earlier attempt may have done it (then the pod
+        counts as evicted or deleted by it, reason answer_lost); the main loop saw it go (the watch or a
+        re-list; ``t.gone``, which also ends the wait between attempts); or the read before a retry finds no
+        pod, or another one, under its name.
         So nothing is ever sent for a pod created under the same name since the plan.
         """
         with self._retrying():
@@ -273,8 +275,9 @@ class DrainPass:
                 if exc.after_lost_answer:
                     # An earlier attempt of this very call got no answer (an API server going down) and the pod
                     # was gone when it was asked again: found by its effect, that attempt is what removed it.
+                    t.answer_lost = True  # before requested: the main loop reads them in that order
+                    t.bypassed = delete and last is not None
                     t.requested = core.DELETED if delete else core.EVICTED
-                    t.answer_lost = True
                     self._events.put(("requested", t))
                     return
                 self._events.put(("gone", t))
@@ -427,6 +430,8 @@ class DrainPass:
                     f"Pod {t.plan.key} was deleted despite PodDisruptionBudget "
                     f"{', '.join(t.outcome.pdbs) or '(unknown)'} (bypass_pdb_after)."
                 )
+            elif t.answer_lost and t.gone:
+                t.outcome.reason = "answer_lost"
             if not t.gone and t.outcome.action == core.BLOCKED:
                 t.outcome.seconds = self.clock() - self.started_at
 

@@ -348,6 +348,7 @@ class Client:
         until = getattr(self._retry, "until", None)
         deadline = time.monotonic() + self.retry_seconds if until is None else until
         attempt = 0
+        maybe_applied = False  # an earlier attempt may have reached the server and taken effect, unanswered
         while True:
             retry_after = 0.0
             try:
@@ -356,14 +357,17 @@ class Client:
                 if not exc.transient:
                     raise
                 failure: K8sError = exc
+                maybe_applied = maybe_applied or exc.sent
             else:
                 text = resp.data.decode("utf-8", "replace") if resp.data else ""
                 if 200 <= resp.status < 300:
                     return json.loads(text) if text else {}
                 failure = self._error(resp.status, text, method, path, what)
-                failure.after_lost_answer = attempt > 0  # only transient failures are tried again
+                failure.after_lost_answer = maybe_applied
                 if resp.status not in TRANSIENT_STATUS or (resp.status == 429 and not retry_429):
                     raise failure
+                # a 500, 502 or 504 may come after the write was done (429 and 503 are refusals before it)
+                maybe_applied = maybe_applied or resp.status in (500, 502, 504)
                 retry_after = _seconds(resp.headers.get("Retry-After"))
             delay = max(retry_after, min(RETRY_MAX_DELAY, RETRY_FIRST_DELAY * 2**attempt))
             if time.monotonic() + delay > deadline:
@@ -404,6 +408,7 @@ class Client:
                 raise Unreachable(
                     f"Cannot reach the Kubernetes API at {self.host}: the connection ended during TLS ({exc}).",
                     transient=True,
+                    sent=False,
                 ) from exc
             raise Unreachable(
                 f"TLS with the API server at {self.host} failed: {exc}. Set ca_cert to the cluster's CA "
@@ -414,6 +419,8 @@ class Client:
                 f"Cannot reach the Kubernetes API at {self.host}: {exc}. Check host / kubeconfig and that "
                 "the API server is running and reachable from this machine.",
                 transient=True,
+                # no connection at all (refused, not resolved, connect timeout): the request never left
+                sent=not isinstance(exc, urllib3.exceptions.ConnectTimeoutError),
             ) from exc
 
     def _error(self, status: int, text: str, method: str, path: str, what: str) -> K8sError:

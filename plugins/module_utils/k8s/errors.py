@@ -38,10 +38,17 @@ class Unreachable(K8sError):
     reason = "unreachable"
 
     def __init__(
-        self, msg: str, status: int | None = None, body: dict[str, Any] | None = None, transient: bool = False
+        self,
+        msg: str,
+        status: int | None = None,
+        body: dict[str, Any] | None = None,
+        transient: bool = False,
+        sent: bool = True,
     ) -> None:
         super().__init__(msg, status, body)
         self.transient = transient
+        #: whether the request may have reached the server (False: the connection or its TLS never came up)
+        self.sent = sent
 
 
 class Unauthorized(K8sError):
