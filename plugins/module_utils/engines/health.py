@@ -351,17 +351,20 @@ class HealthPass:
             return set()
         return under_maintenance(items)
 
+    def _read_nhc(self, name: str) -> dict[str, Any]:
+        try:
+            return self.client.get(NODE_HEALTH_CHECKS, name)
+        except NotFound:
+            raise HealthInputError(
+                f"NodeHealthCheck {name!r} does not exist; check the name with 'kubectl get nhc'."
+            ) from None
+
     def run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime]) -> PassResult:
         """One pass; a pass that writes holds the NodeHealthCheck's Lease (see :meth:`_run`): two passes at once
         would each decide on a read the other is changing (two remediation objects for one node)."""
         if not name or self.check_mode:
             return self._run(name, spec, now)
-        try:
-            nhc = self.client.get(NODE_HEALTH_CHECKS, name)
-        except NotFound:
-            raise HealthInputError(
-                f"NodeHealthCheck {name!r} does not exist; check the name with 'kubectl get nhc'."
-            ) from None
+        nhc = self._read_nhc(name)
         namespace = self.lease_namespace or lease_namespace_of(nhc.get("spec") or {})
         lease = Lease(self.client, health_lease_name(name), namespace)
         if not lease.acquire(self.lease_wait):
@@ -428,12 +431,7 @@ class HealthPass:
         """
         nhc: dict[str, Any] | None = None
         if name:
-            try:
-                nhc = self.client.get(NODE_HEALTH_CHECKS, name)
-            except NotFound:
-                raise HealthInputError(
-                    f"NodeHealthCheck {name!r} does not exist; check the name with 'kubectl get nhc'."
-                ) from None
+            nhc = self._read_nhc(name)
             spec = nhc.get("spec") or {}
         if spec is None:
             raise HealthInputError("give the name of a NodeHealthCheck or its spec.")
