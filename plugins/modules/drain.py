@@ -22,6 +22,9 @@ description:
   - An eviction refused by a PodDisruptionBudget (HTTP 429) is retried with backoff until O(timeout).
     When the deadline passes the task fails, naming the pods still there and the budgets that block them;
     the node stays cordoned unless O(uncordon_on_failure) is set.
+  - An eviction answered with a Conflict on the budget (HTTP 409, the API server could not update the
+    PodDisruptionBudget against other evictions of the moment) is asked again the same way; it is not a
+    refusal and never leads to O(bypass_pdb_after).
   - A drained node drained again reports no change.
   - The cordon is written only if the node is still as read (its resourceVersion), under the field manager
     C(nodeops-maintenance-drain). Undoing it (a rule block, O(uncordon_on_failure)) reads the node again and

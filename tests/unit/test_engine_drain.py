@@ -90,6 +90,7 @@ class FakeClient:
         self.lock = threading.Lock()
         self.events: queue.Queue[Any] = queue.Queue()
         self.refuse: dict[str, int] = {}  # pod name -> number of 429s before it is accepted (-1: always)
+        self.contend: dict[str, int] = {}  # pod name -> number of 409s on its budget before it is accepted (-1: always)
         self.fail: dict[str, errors.K8sError] = {}
         self.vanish = True  # accepted evictions remove the pod
         self.daemonsets: set[tuple[str, str]] = set()
@@ -190,6 +191,11 @@ class FakeClient:
             self.refuse[name] = left - 1 if left > 0 else -1
             body = {"details": {"causes": [{"message": "The disruption budget web-pdb needs 1 healthy pods"}]}}
             raise errors.TooManyRequests("refused", 429, body)
+        left = self.contend.get(name, 0)
+        if left and not dry_run:
+            self.contend[name] = left - 1 if left > 0 else -1
+            message = 'Operation cannot be fulfilled on poddisruptionbudgets.policy "web-pdb": the object was modified'
+            raise errors.Conflict(f"Conflict for evict pod {namespace}/{name}: {message}", 409, {"message": message})
         if not dry_run:
             self._remove(name, namespace, uid)
         return {}
@@ -324,6 +330,30 @@ def test_pdb_that_never_allows_fails_at_the_deadline_and_keeps_the_cordon(backof
     assert {p["name"]: p["action"] for p in result["pods"]} == {"a": "blocked", "b": "evicted"}
     assert result["progress"]["waitForEviction"] == ["ns/a"] and result["progress"]["drainProgress"] == 50
     assert client.node["spec"]["unschedulable"] is True
+
+
+def test_a_budget_update_conflict_is_asked_again_and_is_no_refusal(backoffs: list[float]) -> None:
+    # the API server gives up updating a budget that many evictions update at once: 409, nothing was done
+    client = FakeClient([pod("a"), pod("b")])
+    client.contend = {"a": 2}
+    result = drain(client, NODE, DrainOptions(timeout=120, bypass_pdb_after=0))
+    assert client.evictions().count("a") == 3 and not [c for c in client.calls if c[0] == "delete"]
+    assert backoffs == [core.retry_delay(1), core.retry_delay(2)]
+    pods = {p["name"]: p for p in result["pods"]}
+    assert pods["a"]["action"] == "evicted" and "pdbs" not in pods["a"] and "reason" not in pods["a"]
+    assert result["warnings"] == [] and result["pdbs"] == []
+
+
+def test_a_budget_that_stays_contended_fails_that_pod_at_the_deadline(backoffs: list[float]) -> None:
+    client = FakeClient([pod("a"), pod("b")])
+    client.contend = {"a": -1}
+    with pytest.raises(DrainError) as err:
+        drain(client, NODE, DrainOptions(timeout=1.5, bypass_pdb_after=0))
+    assert err.value.result["seconds"] >= 1.5
+    assert backoffs and sum(backoffs) <= 1.5 + 1e-6, backoffs
+    assert 'poddisruptionbudgets.policy "web-pdb": the object was modified' in err.value.msg
+    assert {p["name"]: p["action"] for p in err.value.result["pods"]} == {"a": "failed", "b": "evicted"}
+    assert not [c for c in client.calls if c[0] == "delete"], "a contended budget is no reason to bypass it"
 
 
 def test_uncordon_on_failure_only_when_this_run_cordoned() -> None:

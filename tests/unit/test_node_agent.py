@@ -357,6 +357,52 @@ def test_connections_from_strangers_are_closed_before_tls_and_peers_are_still_an
     assert status["peer_connections_refused"] == 0  # no handshake was even tried
 
 
+def test_the_port_opens_only_once_the_peers_are_known(
+    tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
+) -> None:
+    # A peer that reaches a starting agent is answered, never closed as a stranger: the peer list is a FIFO
+    # here, so the agent is held in its first read of it for as long as the test wants.
+    agent = make_agent("w1", tmp_path, pki, fake_api, ASKERS)
+    peers_file = Path(agent.config["peersFile"])
+    peers = peers_file.read_text()
+    peers_file.unlink()
+    os.mkfifo(peers_file)
+    agents.append(agent)
+    with agent.log.open("ab") as log:
+        agent.process = subprocess.Popen(
+            [sys.executable, str(AGENT), "--config", str(agent.directory / "config.json")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    port = agent.config["hostPort"]
+
+    def reading() -> int | None:
+        # a writer's non-blocking open succeeds once a reader waits in its open of the FIFO (ENXIO before)
+        try:
+            return os.open(peers_file, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            assert agent.process is not None and agent.process.poll() is None, agent.log.read_text()[-3000:]
+            return None
+
+    fd = wait_for(reading, 30, "the agent reading its peer list")
+    # the agent is in its first read of the peer list: its port is not open yet
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    os.set_blocking(fd, True)
+    os.write(fd, peers.encode())
+    os.close(fd)
+
+    def answer() -> tuple[int, Any] | None:
+        try:
+            return ask_peer("127.0.0.1", port, "w1", client(pki, "w2"))
+        except ConnectionRefusedError:
+            return None
+
+    # the first connection that the port accepts is a peer's exchange, answered
+    assert wait_for(answer, 30, "the agent's port") == (200, {"status": HEALTHY})
+
+
 def test_a_peer_address_holds_few_connections_and_each_exchange_has_a_deadline(
     tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
 ) -> None:

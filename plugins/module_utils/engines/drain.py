@@ -37,7 +37,7 @@ from ..core import drain as core
 from ..core.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
 from ..core.scheduler import parse_requests
 from ..k8s.client import DAEMONSETS, NODE_MAINTENANCES, NODES, PDBS, PODS, Client, Watch
-from ..k8s.errors import OBJECT_GONE, K8sError, MissingResourceType, NotFound, TooManyRequests
+from ..k8s.errors import OBJECT_GONE, Conflict, K8sError, MissingResourceType, NotFound, TooManyRequests
 from .cordon import set_state, undo_own_cordon
 
 ProgressCallback = Callable[[core.DrainProgress], None]
@@ -97,6 +97,7 @@ class _Target:
     requested: str = ""  # EVICTED or DELETED once the API accepted it (set by the worker)
     bypassed: bool = False  # deleted because bypass_pdb_after passed (set by the worker)
     answer_lost: bool = False  # the request's answer was lost; a repeat found the pod gone (set by the worker)
+    contention: str = ""  # the last Conflict on a budget's update while asked again (set by the worker)
     gone: bool = False  # no pod with the planned UID is left (set by the main loop)
     final: bool = False  # the worker gave up (blocked at the deadline, or an error)
     wake: threading.Event = field(default_factory=threading.Event)  # ends the worker's wait between attempts
@@ -243,15 +244,18 @@ class DrainPass:
         counts as evicted or deleted by it, reason answer_lost); the main loop saw it go (the watch or a
         re-list; ``t.gone``, which also ends the wait between attempts); or the read before a retry finds no
         pod, or another one, under its name.
-        So nothing is ever sent for a pod created under the same name since the plan.
+        So nothing is ever sent for a pod created under the same name since the plan. A budget's refusal
+        (429) and a Conflict on the budget's update (the API server gave up against other evictions of the
+        moment) are asked again after a backoff until the pass ends; only a refusal can lead to a bypass.
         """
         with self._retrying():
             self._attempt(t, pod)
 
     def _attempt(self, t: _Target, pod: Mapping[str, Any]) -> None:
         ns, name, uid, grace = t.plan.namespace, t.plan.name, t.plan.uid, self.options.grace_period
-        attempt = 0
+        attempt = refusals = conflicts = 0
         last: TooManyRequests | None = None
+        contended: Conflict | None = None
         while not self._stop.is_set():
             if t.gone or (attempt and not self._still_there(t)):
                 self._events.put(("gone", t))
@@ -285,7 +289,8 @@ class DrainPass:
             except TooManyRequests as exc:
                 last = exc
                 attempt += 1
-                if attempt == 1:
+                refusals += 1
+                if refusals == 1:
                     t.outcome.pdbs = self._pdbs(pod, exc)
                     self._events.put(("refused", t))
                 now = self.clock()
@@ -293,14 +298,32 @@ class DrainPass:
                     self._events.put(("blocked", t))
                     return
                 # the next attempt: after the backoff, at the bypass time, or one last time at the end
-                delay = min(core.retry_delay(attempt), self._end - now)
+                delay = min(core.retry_delay(refusals), self._end - now)
                 if self.options.bypass_pdb_after is not None:
                     delay = min(delay, max(0.0, self.started_at + self.options.bypass_pdb_after - now))
                 self._pause(t, delay)
+            except Conflict as exc:
+                # The API server gave up updating the PodDisruptionBudget against the other evictions of
+                # the moment (it retries that itself, a few seconds): nothing was done, so it is asked again
+                # after a backoff until the pass ends; it neither counts as a budget's refusal nor leads to
+                # a bypass deletion.
+                attempt += 1
+                conflicts += 1
+                contended = exc
+                t.contention = exc.msg
+                now = self.clock()
+                if now >= self._end:
+                    break
+                self._pause(t, min(core.retry_delay(conflicts), self._end - now))
             except K8sError as exc:
                 self._events.put(("failed", (t, exc.msg)))
                 return
-        self._events.put(("blocked" if last is not None else "stopped", t))
+        if last is not None:
+            self._events.put(("blocked", t))
+        elif contended is not None:
+            self._events.put(("failed", (t, contended.msg)))
+        else:
+            self._events.put(("stopped", t))
 
     def _pause(self, t: _Target, delay: float) -> None:
         """Wait ``delay`` seconds before the next attempt; ends early when the pod is gone or the pass stops."""
@@ -434,6 +457,9 @@ class DrainPass:
                 t.outcome.reason = "answer_lost"
             if not t.gone and t.outcome.action == core.BLOCKED:
                 t.outcome.seconds = self.clock() - self.started_at
+            elif not t.gone and not t.requested and not t.final and t.contention:
+                # the pass ended while it was asked again after a Conflict: that is why the pod is still there
+                t.outcome.action, t.outcome.error = core.FAILED, t.contention
 
     def _on_event(
         self,

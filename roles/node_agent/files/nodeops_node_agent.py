@@ -1009,6 +1009,10 @@ class Agent:
                 LOG.error("no usable watchdog and isSoftwareRebootEnabled is false: this node cannot be fenced")
                 self.publish()  # not reboot-capable, so that nothing is remediated on a guess
                 return 3
+        # the peer list before the port opens: a peer's connection is never closed as a stranger's because
+        # the agent was still starting
+        self.peers_loaded_at = time.monotonic()
+        self.refresh_peers()
         while True:
             try:
                 self.server = PeerServer(
