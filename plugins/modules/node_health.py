@@ -21,9 +21,15 @@ description:
     while C(pauseRequests) is set, for a node under maintenance (a C(NodeMaintenance) in progress), for a node labelled
     C(remediation.medik8s.io/exclude-from-remediation=true), or for a second control-plane node.
   - The remediation objects of a node healthy again are deleted after C(healthyDelay).
+  - With C(stormCooldownDuration) set, a pass that finds too few healthy nodes starts a storm (condition
+    C(StormActive)); once enough nodes are healthy again new remediations still wait that long (condition
+    C(StormCooldownActive), from its C(lastTransitionTime)), and a new shortfall starts the wait over. The events
+    C(StormRecoveryStarted), C(StormRecoveryCooldownStarted) and C(StormRecoveryEnded) mark the changes;
+    storm recovery is looked at only in a pass that finds an unhealthy node, and not while paused (as medik8s does).
   - The C(NodeHealthCheck) status (C(observedNodes), C(healthyNodes), C(unhealthyNodes), C(inFlightRemediations),
     C(phase), C(reason), C(conditions)) is updated only when it changed, conditionally on its resourceVersion. Events
-    C(DetectedUnhealthy), C(RemediationCreated), C(RemediationRemoved) and C(RemediationSkipped) are recorded on it.
+    C(DetectedUnhealthy), C(RemediationCreated), C(RemediationRemoved), C(RemediationSkipped) and the storm events are
+    recorded on it.
   - Every write is conditional on the read it was decided on. A deletion carries the uid and resourceVersion of the
     remediation object as listed, the annotations (on remediation objects and on the Node) and the status carry the
     resourceVersion as read, and a create by name fails if the name is taken. When a write is refused because the
@@ -78,6 +84,14 @@ options:
     description:
       - Offline mode. The time of the evaluation, RFC 3339 (V(2026-01-02T03:04:05Z)); by default the current time.
     type: str
+  status:
+    description:
+      - Offline mode. The C(status) of the C(NodeHealthCheck) as read. Its C(conditions) carry the state of storm
+        recovery (C(StormActive), C(StormCooldownActive)), and the result then holds RV(status), the status the pass
+        would write.
+      - A remediation object the pass would create is shown in it as made at O(now), named after its node (the API
+        server gives a generated name and the UID).
+    type: dict
   lease_namespace:
     description:
       - Namespace of the pass's Lease. By default the namespace of the first remediation template (where the
@@ -97,7 +111,6 @@ options:
 notes:
   - Run it periodically (an AWX schedule, or the loop mode of C(playbooks/remediate.yml)) together with
     M(nodeops.maintenance.remediation); C(requeue_after) says when the next pass has something to look at.
-  - C(stormCooldownDuration) is accepted but not acted upon.
 seealso:
   - module: nodeops.maintenance.remediation
   - name: medik8s Node Health Check
@@ -211,8 +224,10 @@ decisions:
   sample: [{node: worker-3, code: Remediate, reason: "unhealthy (Ready=Unknown); remediating with ...",
             control_plane: false, matched_conditions: [Ready=Unknown], remediations: []}]
 status:
-  description: The C(NodeHealthCheck) status after the pass (not returned offline or with O(spec) only).
-  returned: when O(name) is given
+  description:
+    - The C(NodeHealthCheck) status after the pass (in check mode, the status it would write).
+    - Offline, the status the pass would write over the O(status) given.
+  returned: when O(name) is given, or offline with O(status)
   type: dict
   sample: {observedNodes: 3, healthyNodes: 2, phase: Remediating}
 events:
@@ -238,7 +253,6 @@ from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
     HealthSpecError,
-    evaluate,
     parse_time,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import SchedulerInputError
@@ -246,7 +260,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health
     HealthInputError,
     HealthPass,
     PassResult,
-    evaluation_events,
+    offline_pass,
     skipped,
     under_maintenance,
 )
@@ -292,6 +306,7 @@ def main() -> None:
             "remediations": {"type": "list", "elements": "dict", "default": []},
             "node_maintenances": {"type": "list", "elements": "dict", "default": []},
             "now": {"type": "str"},
+            "status": {"type": "dict"},
             "events": {"type": "bool", "default": True},
             "lease_namespace": {"type": "str"},
             "lease_wait": {"type": "float", "default": 65.0},
@@ -308,23 +323,16 @@ def main() -> None:
                 module.fail_json(msg="nodes (offline mode) needs spec: the NodeHealthCheck spec as data.")
             now = parse_time(params["now"], "now") if params["now"] else _now()
             held = under_maintenance(params["node_maintenances"])
-            evaluation = evaluate(params["spec"], params["nodes"], params["remediations"], now, held)
-            offline = PassResult(evaluation)
-            offline.created = [
-                {
-                    "node": r.node,
-                    "kind": r.template.remediation_kind,
-                    "namespace": r.template.reference.get("namespace", ""),
-                }
-                for r in evaluation.to_remediate
-            ]
-            offline.deleted = [r.as_dict() for r in evaluation.to_delete]
-            offline.events = evaluation_events(evaluation, {r.node for r in evaluation.to_remediate})
+            offline = offline_pass(params["spec"], params["nodes"], params["remediations"], now, held, params["status"])
             out = _result(offline)
             out["changed"] = False
             module.exit_json(**out)
-        if params["now"]:
-            module.fail_json(msg="now is only for offline mode (with nodes); a live pass uses the current time.")
+        for offline_only in ("now", "status"):
+            if params[offline_only] is not None:
+                module.fail_json(
+                    msg=f"{offline_only} is only for offline mode (with nodes); a live pass reads the cluster "
+                    "and uses the current time."
+                )
         if params["lease_wait"] < 0:
             module.fail_json(msg="lease_wait: give 0 or more seconds.")
         engine = HealthPass(

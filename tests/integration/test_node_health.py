@@ -7,6 +7,7 @@ not under maintenance; when the node heartbeats again the remediation object goe
 
 from __future__ import annotations
 
+import calendar
 import json
 import subprocess
 import time
@@ -126,6 +127,19 @@ def test_offline_what_if_needs_no_cluster() -> None:
     bad = run_module("node_health", {"spec": {**spec, "minHealthy": -1}, "nodes": three, "now": now})
     assert bad.failed and "spec.minHealthy" in bad.result["msg"]
 
+    # with the status as read: the status the pass would write, storm recovery included
+    stormy = {**spec, "stormCooldownDuration": "1m"}
+    run = run_module("node_health", {"spec": stormy, "nodes": three, "now": now, "status": {}})
+    assert not run.failed, run.result
+    status = run.result["status"]
+    assert (status["observedNodes"], status["healthyNodes"], status["phase"]) == (3, 1, "Enabled")
+    assert [u["name"] for u in status["unhealthyNodes"]] == ["b", "c"]
+    storm = {c["type"]: c["status"] for c in status["conditions"] if c["type"].startswith("Storm")}
+    assert storm == {"StormActive": "True", "StormCooldownActive": "False"}
+    assert "StormRecoveryStarted" in [e["reason"] for e in run.result["events"]]
+    live = run_module("node_health", {"name": "x", "status": {}})
+    assert live.failed and "status is only for offline mode" in live.result["msg"]
+
 
 def test_dead_node_gets_a_remediation_only_when_allowed(
     cluster: Any, api: k8s.ApiClient, setup: dict[str, Any]
@@ -223,6 +237,75 @@ def test_dead_node_gets_a_remediation_only_when_allowed(
     assert final.result["healthy"] == 3 and final.result["phase"] == "Enabled", final.result
     status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
     assert (status["healthyNodes"], status["phase"], status["unhealthyNodes"]) == (3, "Enabled", [])
+
+
+def test_storm_recovery_holds_new_remediations_for_the_cooldown(
+    cluster: Any, api: k8s.ApiClient, setup: dict[str, Any]
+) -> None:
+    """A shortfall starts a storm; once the threshold is met again the cooldown holds the dead node's remediation
+    back, and the first pass after it remediates. Times are the product's: the condition's lastTransitionTime and
+    the remediation object's creationTimestamp."""
+    auth = token_auth(cluster)
+    objs, ns, nhc = setup["objs"], setup["namespace"], setup["nhc"]
+    core = k8s.CoreV1Api(api)
+    cooldown = 5
+    objs.patch_cluster_custom_object(
+        NHC_GROUP, VERSION, "nodehealthchecks", nhc, {"spec": {"stormCooldownDuration": f"{cooldown}s"}}
+    )
+    dead = setup["nodes"][0]
+    kwok.stop_heartbeat(api, dead)
+    kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
+    kwok.wait_until(
+        lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
+        30,
+        "the condition duration to pass",
+    )
+
+    def conditions() -> dict[str, dict[str, Any]]:
+        status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
+        return {c["type"]: c for c in status["conditions"]}
+
+    def reasons() -> list[str]:
+        events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={nhc}").items
+        return [e.reason for e in events]
+
+    # minHealthy 3 of 3 with one node dead: a storm
+    storm = run_module("node_health", {**auth, "name": nhc})
+    assert not storm.failed and storm.result["remediated_nodes"] == [], storm.result
+    assert (conditions()["StormActive"]["status"], conditions()["StormCooldownActive"]["status"]) == ("True", "False")
+    assert "StormRecoveryStarted" in reasons()
+
+    # the threshold is met again: the cooldown starts and holds the node back
+    objs.patch_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc, {"spec": {"minHealthy": 2}})
+    held = run_module("node_health", {**auth, "name": nhc})
+    assert held.result["not_remediated"][dead]["code"] == "SkippedStormCooldown", held.result
+    assert snrs(objs, ns) == []
+    cooling = conditions()["StormCooldownActive"]
+    assert cooling["status"] == "True" and "StormRecoveryCooldownStarted" in reasons()
+    assert 0 < held.result["requeue_after"] <= cooldown + 1
+
+    # passes until one remediates: never before the cooldown has passed since the condition's transition
+    def remediated() -> dict[str, Any] | None:
+        run = run_module("node_health", {**auth, "name": nhc})
+        assert not run.failed, run.result
+        if run.result["remediated_nodes"]:
+            return run.result
+        assert run.result["not_remediated"][dead]["code"] == "SkippedStormCooldown", run.result
+        return None
+
+    done = kwok.wait_until(remediated, cooldown + 60, "the pass after the cooldown", interval=1.0)
+    assert done["remediated_nodes"] == [dead]
+    [snr] = snrs(objs, ns)
+    made = snr["metadata"]["creationTimestamp"]
+    started = cooling["lastTransitionTime"]
+    assert _epoch(made) >= _epoch(started) + cooldown, (started, made)
+    after = conditions()
+    assert (after["StormActive"]["status"], after["StormCooldownActive"]["status"]) == ("False", "False")
+    assert "StormRecoveryEnded" in reasons()
+
+
+def _epoch(stamp: str) -> float:
+    return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
 def test_unknown_nhc_fails_clearly(cluster: Any, crds: None, tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ only when no remediation object of it remains; new remediations (and escalations
 ``remediation.medik8s.io/exclude-from-remediation=true``, and at most one control-plane node with a
 remediation at a time; ``healthyDelay`` is waited before a recovered node's remediation objects are
 deleted (negative: until the node is annotated ``remediation.medik8s.io/manually-confirmed-healthy``);
-``escalatingRemediations`` are tried in ``order``, each until its ``timeout``.
+``escalatingRemediations`` are tried in ``order``, each until its ``timeout``; with
+``stormCooldownDuration``, new remediations also wait out a cooldown after a shortfall of healthy
+nodes (see :func:`storm_step`).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Code:
     REMEDIATING = "Remediating"  # a remediation object is in progress; nothing to do
     NO_TEMPLATE_LEFT = "NoTemplateLeft"  # every escalating remediation timed out
     SKIPPED_MIN_HEALTHY = "SkippedMinHealthy"
+    SKIPPED_STORM = "SkippedStormCooldown"  # stormCooldownDuration: the storm is over, its cooldown is not
     SKIPPED_PAUSED = "SkippedPaused"
     SKIPPED_MAINTENANCE = "SkippedMaintenance"
     SKIPPED_EXCLUDED = "SkippedExcluded"
@@ -90,6 +93,7 @@ UNHEALTHY_CODES = frozenset(
         Code.REMEDIATING,
         Code.NO_TEMPLATE_LEFT,
         Code.SKIPPED_MIN_HEALTHY,
+        Code.SKIPPED_STORM,
         Code.SKIPPED_PAUSED,
         Code.SKIPPED_MAINTENANCE,
         Code.SKIPPED_EXCLUDED,
@@ -197,6 +201,109 @@ class NodeDecision:
         }
 
 
+# -- storm recovery (stormCooldownDuration) ---------------------------------------------------------
+STORM_ACTIVE = "StormActive"
+STORM_COOLDOWN_ACTIVE = "StormCooldownActive"
+#: The reason of every storm condition, as upstream writes it.
+STORM_REASON = "HealthyNodeThresholdChange"
+STORM_STARTED = "StormRecoveryStarted"
+STORM_COOLDOWN_STARTED = "StormRecoveryCooldownStarted"
+STORM_ENDED = "StormRecoveryEnded"
+
+
+@dataclass(frozen=True)
+class ConditionChange:
+    """A status condition of the NodeHealthCheck to set; its lastTransitionTime changes only with its status."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True)
+class StormStep:
+    """What storm recovery decides in one pass: whether new remediations wait, the conditions to set, the
+    storm events (reasons) and when to look again."""
+
+    blocked: bool = False  # the cooldown holds new remediations back (a breach blocks through minHealthy)
+    conditions: tuple[ConditionChange, ...] = ()
+    events: tuple[str, ...] = ()
+    requeue_after: float | None = None
+
+
+def storm_cooldown_of(spec: Mapping[str, Any]) -> float | None:
+    """``spec.stormCooldownDuration`` in seconds; None when unset (storm recovery off; "0s" is on)."""
+    value = spec.get("stormCooldownDuration")
+    if value is None:
+        return None
+    try:
+        return parse_duration(value, "spec.stormCooldownDuration")
+    except DurationError as err:
+        raise HealthSpecError(str(err)) from err
+
+
+def _storm_condition(conditions: Sequence[Any], ctype: str) -> tuple[bool, datetime | None]:
+    """(status is True, lastTransitionTime) of the condition ``ctype`` among the NodeHealthCheck's."""
+    for condition in conditions:
+        if isinstance(condition, Mapping) and condition.get("type") == ctype:
+            if condition.get("status") != "True":
+                return False, None
+            where = f"status.conditions[{ctype}].lastTransitionTime"
+            return True, parse_time(condition.get("lastTransitionTime"), where)
+    return False, None
+
+
+def storm_step(cooldown: float, breached: bool, conditions: Sequence[Any], now: datetime) -> StormStep:
+    """One pass of storm recovery, for a pass that has unhealthy nodes (upstream looks at nothing else).
+
+    A breach of minHealthy (or maxUnhealthy) starts a storm (StormActive True) and clears any cooldown; once the
+    threshold is met again the cooldown starts (StormCooldownActive True) and new remediations still wait until
+    ``cooldown`` seconds have passed since that condition's lastTransitionTime; then both go False and this
+    very pass remediates. A breach during the cooldown starts it over.
+    """
+    active, _since = _storm_condition(conditions, STORM_ACTIVE)
+    cooling, since = _storm_condition(conditions, STORM_COOLDOWN_ACTIVE)
+    if breached:
+        cleared = "Cooldown cleared - storm threshold triggered"
+        changes = [ConditionChange(STORM_COOLDOWN_ACTIVE, "False", STORM_REASON, cleared)]
+        if active:
+            return StormStep(conditions=tuple(changes))
+        changes.insert(
+            0,
+            ConditionChange(
+                STORM_ACTIVE,
+                "True",
+                STORM_REASON,
+                "Storm mode is activated - preventing any new remediation until the storm is over and cooldown "
+                "duration expired",
+            ),
+        )
+        return StormStep(conditions=tuple(changes), events=(STORM_STARTED,))
+    if not active:
+        return StormStep()
+    if not cooling or since is None:
+        started = ConditionChange(
+            STORM_COOLDOWN_ACTIVE,
+            "True",
+            STORM_REASON,
+            "Storm cooldown delay started - waiting before resuming normal remediation",
+        )
+        return StormStep(True, (started,), (STORM_COOLDOWN_STARTED,), cooldown + REQUEUE_SLACK_SECONDS)
+    elapsed = (now - since).total_seconds()
+    if elapsed < cooldown:
+        return StormStep(True, requeue_after=cooldown - elapsed + REQUEUE_SLACK_SECONDS)
+    resumed = "Storm mode is deactivated, remediation can occur normally"
+    ended = (
+        ConditionChange(STORM_ACTIVE, "False", STORM_REASON, resumed),
+        ConditionChange(STORM_COOLDOWN_ACTIVE, "False", STORM_REASON, "Storm cooldown completed"),
+    )
+    return StormStep(conditions=ended, events=(STORM_ENDED,))
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """The outcome of one pass; sequences are sorted by node name, so equal input gives equal output."""
@@ -215,6 +322,7 @@ class Evaluation:
     requeue_after: float | None = None  # seconds until the next pass should look again
     messages: tuple[str, ...] = field(default=())  # warnings for events (e.g. an empty exclude label)
     pause_requests: tuple[str, ...] = ()  # spec.pauseRequests, as given
+    storm: StormStep = field(default_factory=StormStep)  # stormCooldownDuration's decision
 
     @property
     def unhealthy_nodes(self) -> tuple[str, ...]:
@@ -249,6 +357,11 @@ class Evaluation:
             "confirmations_to_clear": list(self.confirmations_to_clear),
             "requeue_after": self.requeue_after,
             "messages": list(self.messages),
+            "storm": {
+                "cooldown_blocks": self.storm.blocked,
+                "conditions": [c.as_dict() for c in self.storm.conditions],
+                "events": list(self.storm.events),
+            },
         }
 
 
@@ -523,8 +636,10 @@ def evaluate(
     remediations: Sequence[Mapping[str, Any]],
     now: datetime,
     maintenance: Iterable[str] = (),
+    status_conditions: Sequence[Any] = (),
 ) -> Evaluation:
     """One evaluation pass of a NodeHealthCheck ``spec``; see the module docstring for the rules.
+    ``status_conditions``: the NodeHealthCheck's ``status.conditions`` as read (the storm state, see storm_step).
 
     Raises HealthSpecError naming the field for a spec the API server would refuse.
     """
@@ -541,6 +656,9 @@ def evaluate(
     conditions = _conditions(spec)
     templates = _templates(spec)
     healthy_delay = _healthy_delay(spec)
+    cooldown = storm_cooldown_of(spec)
+    if not isinstance(status_conditions, Sequence) or isinstance(status_conditions, (str, bytes)):
+        raise HealthSpecError("status.conditions: must be a list (the NodeHealthCheck's status conditions).")
     pause_requests = [str(p) for p in spec.get("pauseRequests") or []]
     under_maintenance = set(maintenance)
 
@@ -599,6 +717,12 @@ def evaluate(
     observed = len(selected)
     min_healthy = min_healthy_for(spec, observed)
     min_met = healthy >= min_healthy
+    # Storm recovery, as upstream: only with unhealthy nodes, and not while paused.
+    storm = StormStep()
+    if cooldown is not None and matching and not paused:
+        storm = storm_step(cooldown, not min_met, status_conditions, now)
+        if storm.requeue_after is not None:
+            work.again_in(storm.requeue_after)
 
     # Control-plane nodes with a remediation object: at most one at a time.
     cp_remediated = {node for node, rems in by_node.items() if rems and node in control_plane_names}
@@ -632,6 +756,13 @@ def evaluate(
                 Code.SKIPPED_MIN_HEALTHY,
                 f"unhealthy ({shown}); only {healthy} of {observed} nodes are healthy and "
                 f"{min_healthy} are needed before remediating",
+            )
+            continue
+        if storm.blocked:
+            decide(
+                Code.SKIPPED_STORM,
+                f"unhealthy ({shown}); after a storm (fewer than {min_healthy} healthy nodes) new remediations "
+                "wait for stormCooldownDuration",
             )
             continue
         if name in under_maintenance:
@@ -682,6 +813,7 @@ def evaluate(
         requeue_after=_round_up(min(work.requeue)) if work.requeue else None,
         messages=tuple(work.messages),
         pause_requests=tuple(pause_requests),
+        storm=storm,
     )
 
 

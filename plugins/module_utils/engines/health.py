@@ -31,6 +31,9 @@ from ..core.health import (
     CONTROL_PLANE_CR_LABEL,
     HEALTHY_DELAY_ANNOTATION,
     NODE_NAME_ANNOTATION,
+    STORM_COOLDOWN_STARTED,
+    STORM_ENDED,
+    STORM_STARTED,
     TEMPLATE_NAME_ANNOTATION,
     TIMED_OUT_ANNOTATION,
     Code,
@@ -216,12 +219,11 @@ def build_status(
             "reason": "NodeHealthCheckEnabled",
             "message": "No issues found, NodeHealthCheck is enabled.",
         }
-    old_conditions = [c for c in old.get("conditions") or [] if isinstance(c, Mapping)]
-    conditions = [dict(c) for c in old_conditions if c.get("type") != "Disabled"]
-    previous = next((c for c in old_conditions if c.get("type") == "Disabled"), None)
-    keep_time = previous is not None and previous.get("status") == condition["status"]
-    condition["lastTransitionTime"] = previous["lastTransitionTime"] if keep_time and previous else stamp
-    conditions.append(condition)
+    conditions = [dict(c) for c in old.get("conditions") or [] if isinstance(c, Mapping)]
+    set_condition(conditions, condition, stamp)
+    if not disabled_reason:  # upstream decides nothing else for a disabled NodeHealthCheck
+        for change in evaluation.storm.conditions:
+            set_condition(conditions, change.as_dict(), stamp)
 
     status: dict[str, Any] = {
         "observedNodes": evaluation.observed,
@@ -235,6 +237,61 @@ def build_status(
     unchanged = {k: old.get(k) for k in status} == status
     status["lastUpdateTime"] = old.get("lastUpdateTime") if unchanged and old.get("lastUpdateTime") else stamp
     return status
+
+
+def remediations_after(
+    remediations: Sequence[Mapping[str, Any]], evaluation: Evaluation, now: datetime
+) -> list[dict[str, Any]]:
+    """The remediation objects as ``evaluation``'s writes would leave them, for the status a pass that writes
+    nothing shows (check mode, offline): its deletions gone, its marks added, and each new object as made at
+    ``now`` (named after its node; a generated name and the UID are the API server's)."""
+    gone = {(r.namespace, r.name) for r in evaluation.to_delete}
+    marks: dict[tuple[str, str], dict[str, str]] = {}
+    for refs, annotation in (
+        (evaluation.to_mark_timed_out, TIMED_OUT_ANNOTATION),
+        (evaluation.to_mark_healthy, HEALTHY_DELAY_ANNOTATION),
+    ):
+        for ref in refs:
+            marks.setdefault((ref.namespace, ref.name), {})[annotation] = format_time(now)
+    after: list[dict[str, Any]] = []
+    for rem in remediations:
+        meta = rem.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if key in gone:
+            continue
+        if key in marks:
+            annotations = {**(meta.get("annotations") or {}), **marks[key]}
+            rem = {**rem, "metadata": {**meta, "annotations": annotations}}
+        after.append(dict(rem))
+    for request in evaluation.to_remediate:
+        source = request.template.reference
+        after.append(
+            {
+                "apiVersion": source.get("apiVersion"),
+                "kind": request.template.remediation_kind,
+                "metadata": {
+                    "name": request.node,
+                    "namespace": source.get("namespace"),
+                    "creationTimestamp": format_time(now),
+                    "annotations": {
+                        NODE_NAME_ANNOTATION: request.node,
+                        TEMPLATE_NAME_ANNOTATION: request.template.name,
+                    },
+                },
+            }
+        )
+    return after
+
+
+def set_condition(conditions: list[dict[str, Any]], condition: Mapping[str, Any], stamp: str) -> None:
+    """Set ``condition`` (type, status, reason, message) in ``conditions``, in place: an existing one of its
+    type keeps its position, and its lastTransitionTime unless the status changes; a new one goes last."""
+    for index, current in enumerate(conditions):
+        if current.get("type") == condition["type"]:
+            same = current.get("status") == condition["status"] and current.get("lastTransitionTime")
+            conditions[index] = {**condition, "lastTransitionTime": current["lastTransitionTime"] if same else stamp}
+            return
+    conditions.append({**condition, "lastTransitionTime": stamp})
 
 
 @dataclass
@@ -263,6 +320,26 @@ def skipped(evaluation: Evaluation) -> dict[str, dict[str, str]]:
     }
 
 
+#: The events of storm recovery's transitions, as upstream records them.
+STORM_EVENTS: dict[str, dict[str, str]] = {
+    STORM_STARTED: {
+        "reason": STORM_STARTED,
+        "type": "Warning",
+        "message": "Storm recovery mode activated - delaying remediation until threshold is reached",
+    },
+    STORM_COOLDOWN_STARTED: {
+        "reason": STORM_COOLDOWN_STARTED,
+        "type": "Warning",
+        "message": "Storm recovery mode will exit after cooldown delay",
+    },
+    STORM_ENDED: {
+        "reason": STORM_ENDED,
+        "type": "Normal",
+        "message": "Storm recovery mode deactivated - normal remediation resumed",
+    },
+}
+
+
 def evaluation_events(evaluation: Evaluation, created_nodes: set[str]) -> list[dict[str, str]]:
     """Events upstream records for a pass: DetectedUnhealthy and RemediationCreated for new remediations,
     RemediationSkipped (Warning) for unhealthy nodes left alone, InvalidNodeLabel for messages."""
@@ -284,7 +361,54 @@ def evaluation_events(evaluation: Evaluation, created_nodes: set[str]) -> list[d
             events.append({"reason": "NoTemplateLeft", "type": "Warning", "message": f"Node {d.node}: {d.reason}"})
     for message in evaluation.messages:
         events.append({"reason": "InvalidNodeLabel", "type": "Warning", "message": message})
+    events.extend(STORM_EVENTS[reason] for reason in evaluation.storm.events)
+    if evaluation.storm.blocked:
+        events.append(
+            {
+                "reason": "RemediationSkipped",
+                "type": "Warning",
+                "message": "Storm recovery active: skipping creation of new remediations",
+            }
+        )
     return events
+
+
+def offline_pass(
+    spec: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    remediations: Sequence[Mapping[str, Any]],
+    now: datetime,
+    maintenance: Iterable[str] = (),
+    status: Mapping[str, Any] | None = None,
+) -> PassResult:
+    """A pass over objects given as data, writing nothing: what it would create, delete and mark, its events, and
+    (with the NodeHealthCheck's ``status`` as read) the status it would write."""
+    old = status or {}
+    if not isinstance(old, Mapping):
+        raise HealthInputError("status: must be a mapping (the status of the NodeHealthCheck as read).")
+    evaluation = evaluate(spec, nodes, remediations, now, maintenance, old.get("conditions") or [])
+    result = PassResult(evaluation)
+    for request in evaluation.to_remediate:
+        ref = request.template.reference
+        result.created.append(
+            {
+                "node": request.node,
+                "kind": request.template.remediation_kind,
+                "namespace": ref.get("namespace", ""),
+                "name": request.node,
+            }
+        )
+    result.deleted = [r.as_dict() for r in evaluation.to_delete]
+    for refs, annotation in (
+        (evaluation.to_mark_timed_out, TIMED_OUT_ANNOTATION),
+        (evaluation.to_mark_healthy, HEALTHY_DELAY_ANNOTATION),
+    ):
+        result.marked.extend({"node": ref.node, "name": ref.name, "annotation": annotation} for ref in refs)
+    result.events = evaluation_events(evaluation, {r.node for r in evaluation.to_remediate})
+    if status is not None:
+        result.status = build_status(old, evaluation, remediations_after(remediations, evaluation, now), now)
+        result.status_changed = result.status != {k: old.get(k) for k in result.status}
+    return result
 
 
 class HealthPass:
@@ -439,7 +563,8 @@ class HealthPass:
         rems = self.remediations(spec, nhc)
         held = self.maintenance()
         moment = now()
-        evaluation = evaluate(spec, nodes, rems, moment, held)
+        conditions = ((nhc or {}).get("status") or {}).get("conditions") or []
+        evaluation = evaluate(spec, nodes, rems, moment, held, conditions)
         result = PassResult(evaluation)
         writes = nhc is not None and not self.check_mode
 
@@ -468,9 +593,8 @@ class HealthPass:
         if nhc is not None:
             if writes:
                 rems = self.remediations(spec, nhc)
-            else:
-                gone = {(r.namespace, r.name) for r in evaluation.to_delete}
-                rems = [r for r in rems if ((r["metadata"].get("namespace"), r["metadata"]["name"]) not in gone)]
+            elif result.disabled is None:  # a disabled NodeHealthCheck writes nothing
+                rems = remediations_after(rems, evaluation, moment)
             self._status(nhc, name or "", evaluation, rems, moment, writes, result)
         return result, nhc
 
