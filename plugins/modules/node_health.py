@@ -21,6 +21,14 @@ description:
     while C(pauseRequests) is set, for a node under maintenance (a C(NodeMaintenance) in progress), for a node labelled
     C(remediation.medik8s.io/exclude-from-remediation=true), or for a second control-plane node.
   - The remediation objects of a node healthy again are deleted after C(healthyDelay).
+  - A new remediation takes the node's Lease C(node-<node>) in O(node_lease_namespace), held as
+    C(NodeHealthCheck-<name>) for the remediation's timeout (10 minutes for a single template) plus one minute; a
+    node whose Lease someone else holds (a node maintenance holds it as C(node-maintenance)) is skipped with the
+    code C(SkippedNodeLease) and looked at again in a minute. The Lease is renewed while the remediation runs. Once
+    its C(acquireTime) is three times the timeout past (plus the timeouts of earlier escalation steps), the
+    remediation is overdue. The Lease is then given up and the remediation object annotated
+    C(remediation.medik8s.io/nhc-timed-out), so a single template's remediation times out after 30 minutes. The
+    Lease of a node healthy again is given up.
   - With C(stormCooldownDuration) set, a pass that finds too few healthy nodes starts a storm (condition
     C(StormActive)); once enough nodes are healthy again new remediations still wait that long (condition
     C(StormCooldownActive), from its C(lastTransitionTime)), and a new shortfall starts the wait over. The events
@@ -37,7 +45,9 @@ description:
     is read again and the pass decides again (at most 5 times, then it fails naming what kept changing).
   - A pass that writes holds the C(coordination.k8s.io) Lease C(nodeops-health-<name>) while it reads, decides and
     writes, so two passes for one C(NodeHealthCheck) never act at once (they would each create a remediation object
-    for the same node). The credential needs C(get), C(create) and C(update) on Leases in O(lease_namespace).
+    for the same node). The credential needs C(get), C(create) and C(update) on Leases in O(lease_namespace), and
+    C(list), C(create), C(update) and C(delete) on Leases in O(node_lease_namespace) (and C(create) on Namespaces
+    while that namespace is missing).
   - Offline, with O(nodes) given, nothing is read from or written to a cluster; the result is a what-if evaluation.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
@@ -53,7 +63,8 @@ options:
   name:
     description:
       - Name of the C(NodeHealthCheck) (cluster-scoped) to evaluate and act on.
-      - One of O(name) and O(spec) is required; they are mutually exclusive.
+      - One of O(name) and O(spec) is required; they are mutually exclusive, except offline (with O(nodes)), where
+        O(name) only names the C(NodeHealthCheck) as the holder of its node Leases (see O(leases)).
     type: str
   spec:
     description:
@@ -92,6 +103,17 @@ options:
       - A remediation object the pass would create is shown in it as made at O(now), named after its node (the API
         server gives a generated name and the UID).
     type: dict
+  leases:
+    description:
+      - Offline mode. The C(Lease) objects of the node Lease namespace (C(kubectl get leases -n medik8s-leases -o json)
+        prints them in C(items)); those named C(node-<node>) are the node Leases. Without it no node Lease is held.
+    type: list
+    elements: dict
+  node_lease_namespace:
+    description:
+      - Namespace of the per-node Leases the medik8s operators share (created when missing).
+    type: str
+    default: medik8s-leases
   lease_namespace:
     description:
       - Namespace of the pass's Lease. By default the namespace of the first remediation template (where the
@@ -216,6 +238,13 @@ marked:
   type: list
   elements: dict
   sample: []
+leases:
+  description:
+    - Node Leases taken (C(take), also a takeover of one that ran out), renewed (C(renew)) or given up (C(release)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: worker-3, lease: node-worker-3, action: take, duration_seconds: 660}]
 decisions:
   description: One entry per observed node, with its decision code and the reason.
   returned: always
@@ -288,6 +317,7 @@ def _result(result: PassResult) -> dict[str, Any]:
         "created": result.created,
         "deleted": result.deleted,
         "marked": result.marked,
+        "leases": result.leases,
         "decisions": [d.as_dict() for d in evaluation.decisions],
         "events": result.events,
         "rereads": result.rereads,
@@ -307,12 +337,13 @@ def main() -> None:
             "node_maintenances": {"type": "list", "elements": "dict", "default": []},
             "now": {"type": "str"},
             "status": {"type": "dict"},
+            "leases": {"type": "list", "elements": "dict"},
             "events": {"type": "bool", "default": True},
             "lease_namespace": {"type": "str"},
             "lease_wait": {"type": "float", "default": 65.0},
+            "node_lease_namespace": {"type": "str", "default": "medik8s-leases"},
         },
         required_one_of=[("name", "spec")],
-        mutually_exclusive=[("name", "spec"), ("name", "nodes")],
         supports_check_mode=True,
     )
     params = module.params
@@ -323,11 +354,27 @@ def main() -> None:
                 module.fail_json(msg="nodes (offline mode) needs spec: the NodeHealthCheck spec as data.")
             now = parse_time(params["now"], "now") if params["now"] else _now()
             held = under_maintenance(params["node_maintenances"])
-            offline = offline_pass(params["spec"], params["nodes"], params["remediations"], now, held, params["status"])
+            offline = offline_pass(
+                params["spec"],
+                params["nodes"],
+                params["remediations"],
+                now,
+                held,
+                params["status"],
+                params["leases"] or [],
+                params["name"] or "",
+            )
             out = _result(offline)
             out["changed"] = False
             module.exit_json(**out)
-        for offline_only in ("now", "status"):
+        if params["name"] and params["spec"] is not None:
+            module.fail_json(
+                msg="name and spec are mutually exclusive for a pass against the cluster (give spec alone to "
+                "evaluate a spec as data; both only offline, with nodes)."
+            )
+        if not params["node_lease_namespace"]:
+            module.fail_json(msg="node_lease_namespace: give the namespace of the node Leases (medik8s-leases).")
+        for offline_only in ("now", "status", "leases"):
             if params[offline_only] is not None:
                 module.fail_json(
                     msg=f"{offline_only} is only for offline mode (with nodes); a live pass reads the cluster "
@@ -341,6 +388,7 @@ def main() -> None:
             emit_events=params["events"],
             lease_namespace=params["lease_namespace"],
             lease_wait=params["lease_wait"],
+            node_lease_namespace=params["node_lease_namespace"],
         )
         warnings = engine.warnings
         result = engine.run(params["name"], params["spec"], _now)

@@ -30,6 +30,7 @@ SNR_GROUP = "self-node-remediation.medik8s.io"
 NM_GROUP = "maintenance.nvidia.com"
 VERSION = "v1alpha1"
 EXCLUDE = "remediation.medik8s.io/exclude-from-remediation"
+LEASE_NS = "medik8s-leases"
 
 
 def token_auth(cluster: Any) -> dict[str, Any]:
@@ -302,6 +303,95 @@ def test_storm_recovery_holds_new_remediations_for_the_cooldown(
     after = conditions()
     assert (after["StormActive"]["status"], after["StormCooldownActive"]["status"]) == ("False", "False")
     assert "StormRecoveryEnded" in reasons()
+
+
+def test_the_node_lease_is_shared_with_node_maintenance_and_times_a_single_template_out(
+    cluster: Any, api: k8s.ApiClient, setup: dict[str, Any]
+) -> None:
+    """medik8s' per-node Lease in medik8s-leases: a node maintenance's Lease keeps the node from being remediated;
+    a remediation takes the Lease, a node healthy again gives it up, and a remediation whose Lease was taken three
+    times its 10 minutes ago is timed out (the annotation, the status' timedOut) and gives it up."""
+    auth = token_auth(cluster)
+    objs, ns, nhc = setup["objs"], setup["namespace"], setup["nhc"]
+    objs.patch_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc, {"spec": {"minHealthy": 2}})
+    core, coordination = k8s.CoreV1Api(api), k8s.CoordinationV1Api(api)
+    dead = setup["nodes"][0]
+    name = f"node-{dead}"
+    holder = f"NodeHealthCheck-{nhc}"
+
+    def now_micro(ago: float = 0) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(time.time() - ago))
+
+    def node_lease() -> Any:
+        try:
+            return coordination.read_namespaced_lease(name, LEASE_NS)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def unhealthy() -> None:
+        kwok.stop_heartbeat(api, dead)
+        kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
+        kwok.wait_until(
+            lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
+            30,
+            "the condition duration to pass",
+        )
+
+    try:
+        core.create_namespace({"metadata": {"name": LEASE_NS}})
+    except ApiException as err:
+        if err.status != 409:
+            raise
+    maintenance = {
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": "node-maintenance", "leaseDurationSeconds": 3600, "renewTime": now_micro()},
+    }
+    coordination.create_namespaced_lease(LEASE_NS, maintenance)
+    unhealthy()
+
+    # a node maintenance holds the node's Lease: skipped, with upstream's event
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert run.result["not_remediated"][dead]["code"] == "SkippedNodeLease", run.result
+    assert snrs(objs, ns) == [] and run.result["leases"] == []
+    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={nhc}").items
+    assert f"Skipped remediation of node: {dead}, because node lease is already taken" in [e.message for e in events]
+
+    # the maintenance gives it up: the pass takes it, then creates the remediation object
+    coordination.delete_namespaced_lease(name, LEASE_NS)
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert run.result["remediated_nodes"] == [dead], run.result
+    assert run.result["leases"] == [{"node": dead, "lease": name, "action": "take", "duration_seconds": 660}]
+    taken = node_lease()
+    assert (taken.spec.holder_identity, taken.spec.lease_duration_seconds) == (holder, 660)
+    assert [(o.kind, o.name) for o in taken.metadata.owner_references] == [("Node", dead)]
+
+    # healthy again: the object goes, then the Lease is given up
+    kwok.start_heartbeat(api, dead)
+    kwok.wait_node_ready_status(api, dead, "True", timeout=60)
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert [d["name"] for d in run.result["deleted"]] == [dead], run.result
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert run.result["leases"] == [{"node": dead, "lease": name, "action": "release"}], run.result
+    assert node_lease() is None
+
+    # unhealthy again, and its remediation taken 30 minutes and a bit ago: overdue
+    unhealthy()
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert run.result["remediated_nodes"] == [dead], run.result
+    coordination.patch_namespaced_lease(name, LEASE_NS, {"spec": {"acquireTime": now_micro(30 * 60 + 5)}})
+    run = run_module("node_health", {**auth, "name": nhc})
+    assert run.result["leases"] == [{"node": dead, "lease": name, "action": "release"}], run.result
+    assert [m["annotation"] for m in run.result["marked"]] == ["remediation.medik8s.io/nhc-timed-out"]
+    assert node_lease() is None
+    [snr] = snrs(objs, ns)
+    assert "remediation.medik8s.io/nhc-timed-out" in snr["metadata"]["annotations"]
+    status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
+    assert status["unhealthyNodes"][0]["remediations"][0]["timedOut"]
+    # and a single template's remediation stays, timed out, until the node is healthy
+    again = run_module("node_health", {**auth, "name": nhc})
+    assert again.result["decisions"][0]["code"] == "Remediating" and again.result["changed"] is False, again.result
 
 
 def _epoch(stamp: str) -> float:

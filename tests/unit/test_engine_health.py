@@ -180,7 +180,7 @@ class FakeClient:
         self.events: list[tuple[str, str]] = []
         self.hooks: dict[tuple[str, Key], list[Callable[[], None]]] = {}
         self.until: float | None = None
-        self.create_untils: list[float | None] = []  # the retry deadline each create was sent under
+        self.create_untils: list[float | None] = []  # the retry deadline each remediation create was sent under
 
     # someone else --------------------------------------------------------------------------------------------
     def put(self, plural: str, obj: dict[str, Any], new: bool = False) -> dict[str, Any]:
@@ -238,7 +238,8 @@ class FakeClient:
             self.until = before
 
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        self.create_untils.append(self.until)
+        if res.plural == SNRS:
+            self.create_untils.append(self.until)
         obj = copy.deepcopy(body)
         meta = obj["metadata"]
         meta["namespace"] = namespace or ""

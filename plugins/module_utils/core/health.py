@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from . import nodelease, rfc3339
 from . import nodes as _nodes
-from . import rfc3339
 from .duration import MAX_SECONDS, DurationError, parse_duration
 from .intorpercent import IntOrPercentError, parse, scaled
 from .labelselector import SelectorError, matches, validate
@@ -78,6 +78,7 @@ class Code:
     SKIPPED_MAINTENANCE = "SkippedMaintenance"
     SKIPPED_EXCLUDED = "SkippedExcluded"
     SKIPPED_CONTROL_PLANE = "SkippedControlPlane"  # another control-plane node is being remediated
+    SKIPPED_LEASE = "SkippedNodeLease"  # someone else (a node maintenance) holds the node's Lease
     RECOVERING = "Recovering"  # healthy again; its remediation objects are being deleted
     HEALTHY_DELAYED = "HealthyDelayed"  # healthy again; waiting healthyDelay before deleting
     AWAITING_CONFIRMATION = "AwaitingConfirmation"  # negative healthyDelay: waits for the annotation
@@ -98,6 +99,7 @@ UNHEALTHY_CODES = frozenset(
         Code.SKIPPED_MAINTENANCE,
         Code.SKIPPED_EXCLUDED,
         Code.SKIPPED_CONTROL_PLANE,
+        Code.SKIPPED_LEASE,
     }
 )
 
@@ -323,6 +325,7 @@ class Evaluation:
     messages: tuple[str, ...] = field(default=())  # warnings for events (e.g. an empty exclude label)
     pause_requests: tuple[str, ...] = ()  # spec.pauseRequests, as given
     storm: StormStep = field(default_factory=StormStep)  # stormCooldownDuration's decision
+    lease_writes: tuple[nodelease.LeaseWrite, ...] = ()  # the node Leases to take, renew or give up
 
     @property
     def unhealthy_nodes(self) -> tuple[str, ...]:
@@ -357,6 +360,7 @@ class Evaluation:
             "confirmations_to_clear": list(self.confirmations_to_clear),
             "requeue_after": self.requeue_after,
             "messages": list(self.messages),
+            "lease_writes": [w.as_dict() for w in self.lease_writes],
             "storm": {
                 "cooldown_blocks": self.storm.blocked,
                 "conditions": [c.as_dict() for c in self.storm.conditions],
@@ -625,6 +629,7 @@ class _Pass:
     confirmations_to_clear: list[str] = field(default_factory=list)
     requeue: list[float] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    lease_writes: list[nodelease.LeaseWrite] = field(default_factory=list)
 
     def again_in(self, seconds: float) -> None:
         self.requeue.append(max(0.0, seconds))
@@ -637,9 +642,13 @@ def evaluate(
     now: datetime,
     maintenance: Iterable[str] = (),
     status_conditions: Sequence[Any] = (),
+    node_leases: Mapping[str, nodelease.NodeLease] | None = None,
+    holder: str = "",
 ) -> Evaluation:
     """One evaluation pass of a NodeHealthCheck ``spec``; see the module docstring for the rules.
     ``status_conditions``: the NodeHealthCheck's ``status.conditions`` as read (the storm state, see storm_step).
+    ``node_leases``: the node Leases by node (see core/nodelease.py), taken, kept and given up as ``holder``;
+    None leaves node Leases out of the evaluation.
 
     Raises HealthSpecError naming the field for a spec the API server would refuse.
     """
@@ -711,6 +720,9 @@ def evaluate(
         if not rems:
             healthy += 1
             work.decisions[name] = NodeDecision(name, Code.HEALTHY, "no listed condition holds", cp)
+            lease = (node_leases or {}).get(name)
+            if lease is not None and lease.holder == holder:
+                work.lease_writes.append(nodelease.LeaseWrite(name, "release", holder, current=lease))
             continue
         work.decisions[name] = _recovering(node, rems, healthy_delay, now, paused, work)
 
@@ -745,7 +757,11 @@ def evaluate(
 
         step, current, timed_out = _next_step(rems, templates, now, work)
         if step is None and current is not None:
-            decide(Code.REMEDIATING, f"unhealthy ({shown}); remediation {_name(current)} is in progress")
+            reason = f"unhealthy ({shown}); remediation {_name(current)} is in progress"
+            # as upstream, its Lease is looked after only in a pass that may remediate
+            if node_leases is not None and not paused and min_met and not storm.blocked:
+                reason += _keep_lease(name, current, templates, node_leases.get(name), holder, now, work)
+            decide(Code.REMEDIATING, reason)
             continue
         # Something is to be written for this node: a new object, or a timed-out mark.
         if paused:
@@ -787,6 +803,19 @@ def evaluate(
         if step is None:
             decide(Code.NO_TEMPLATE_LEFT, f"unhealthy ({shown}); every escalating remediation timed out")
             continue
+        if node_leases is not None:
+            lease = node_leases.get(name)
+            if lease is not None and lease.held_by_other(holder, now):
+                work.again_in(nodelease.TAKEN_RETRY_SECONDS)
+                until = lease.expires()
+                decide(
+                    Code.SKIPPED_LEASE,
+                    f"unhealthy ({shown}); its node Lease {nodelease.name_for(name)} is held by {lease.holder}"
+                    + (f" until {format_time(until)}" if until is not None else ""),
+                )
+                continue
+            duration = nodelease.lease_seconds(step.timeout_seconds)
+            work.lease_writes.append(nodelease.LeaseWrite(name, "take", holder, duration, lease))
         if cp:
             cp_remediated.add(name)
         work.to_remediate.append(RemediationRequest(name, step, cp))
@@ -814,6 +843,7 @@ def evaluate(
         messages=tuple(work.messages),
         pause_requests=tuple(pause_requests),
         storm=storm,
+        lease_writes=tuple(sorted(work.lease_writes, key=lambda w: w.node)),
     )
 
 
@@ -873,6 +903,45 @@ def _timed_out(rem: Mapping[str, Any], template: Template, now: datetime) -> boo
     return now > started + timedelta(seconds=template.timeout_seconds)
 
 
+def _keep_lease(
+    node: str,
+    current: Mapping[str, Any],
+    templates: list[Template],
+    lease: nodelease.NodeLease | None,
+    holder: str,
+    now: datetime,
+    work: _Pass,
+) -> str:
+    """The node Lease of a remediation in progress, if this NodeHealthCheck holds it: renewed before it runs out,
+    or, once the remediation is overdue, given up with the remediation marked timed out. Returns what the
+    decision's reason gets added."""
+    if lease is None or lease.holder != holder:
+        return ""
+    template = _template_of(current, templates) or templates[0]
+    index = templates.index(template) if template in templates else 0
+    length = template.timeout_seconds if template.timeout_seconds is not None else nodelease.DEFAULT_REMEDIATION_SECONDS
+    previous = sum(t.timeout_seconds or 0.0 for t in templates[:index])
+    overdue = nodelease.overdue_at(lease, length, previous)
+    if overdue is not None and now > overdue:
+        work.lease_writes.append(nodelease.LeaseWrite(node, "release", holder, current=lease))
+        annotations = _meta(current).get("annotations") or {}
+        if TIMED_OUT_ANNOTATION not in annotations and _condition(current, "Succeeded") != "True":
+            work.to_mark_timed_out.append(_ref(current))
+        return f"; overdue since {format_time(overdue)}: timed out, its node Lease given up"
+    if nodelease.needs_renewal(lease, length, now):
+        work.lease_writes.append(
+            nodelease.LeaseWrite(node, "renew", holder, nodelease.lease_seconds(template.timeout_seconds), lease)
+        )
+        work.again_in(length)
+    else:
+        end = lease.expires()
+        if end is not None:
+            work.again_in((end - timedelta(seconds=length) - now).total_seconds() + REQUEUE_SLACK_SECONDS)
+    if overdue is not None:
+        work.again_in((overdue - now).total_seconds() + REQUEUE_SLACK_SECONDS)
+    return ""
+
+
 def _next_step(
     rems: list[Mapping[str, Any]], templates: list[Template], now: datetime, work: _Pass
 ) -> tuple[Template | None, Mapping[str, Any] | None, list[RemediationRef]]:
@@ -887,6 +956,9 @@ def _next_step(
         if not mine:
             return template, None, timed_out
         current = mine[-1]
+        if template.order is None:
+            # a single template has no next step: its object stays, timed out or not, until the node is healthy
+            return None, current, timed_out
         if not _timed_out(current, template, now):
             if template.timeout_seconds is not None and _meta(current).get("creationTimestamp"):
                 started = parse_time(_meta(current)["creationTimestamp"], "metadata.creationTimestamp")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from ..core import nodelease
 from ..core.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
     CONTROL_PLANE_CR_LABEL,
@@ -44,7 +45,17 @@ from ..core.health import (
     remediation_node,
 )
 from ..core.scheduler import parse_requests
-from ..k8s.client import NODE_HEALTH_CHECKS, NODE_MAINTENANCES, NODES, Client, Resource, is_transient, within_deadline
+from ..k8s.client import (
+    LEASES,
+    NAMESPACES,
+    NODE_HEALTH_CHECKS,
+    NODE_MAINTENANCES,
+    NODES,
+    Client,
+    Resource,
+    is_transient,
+    within_deadline,
+)
 from ..k8s.errors import Conflict, K8sError, MissingResourceType, NotFound
 from ..k8s.lease import GuardedClient, Lease, lease_name
 
@@ -92,6 +103,23 @@ class StaleRead(Conflict):
         super().__init__(f"{what}: {cause.msg}", cause.status, cause.body)
         self.what = what
         self.cause = cause
+
+
+def node_leases(leases: Iterable[Mapping[str, Any]]) -> dict[str, nodelease.NodeLease]:
+    """The node Leases (``node-<node>``) among ``leases``, by node; HealthInputError naming a field that cannot
+    be read."""
+    out: dict[str, nodelease.NodeLease] = {}
+    for obj in leases:
+        if not isinstance(obj, Mapping):
+            raise HealthInputError("leases: every item must be a Lease object (a mapping).")
+        if not str((obj.get("metadata") or {}).get("name") or "").startswith("node-"):
+            continue
+        try:
+            lease = nodelease.read(obj)
+        except nodelease.NodeLeaseError as err:
+            raise HealthInputError(str(err)) from err
+        out[lease.node] = lease
+    return out
 
 
 def under_maintenance(node_maintenances: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -300,6 +328,7 @@ class PassResult:
     created: list[dict[str, Any]] = field(default_factory=list)  # {node, kind, namespace, name}
     deleted: list[dict[str, Any]] = field(default_factory=list)
     marked: list[dict[str, Any]] = field(default_factory=list)  # {node, name, annotation}
+    leases: list[dict[str, Any]] = field(default_factory=list)  # node Leases taken, renewed, given up
     status: dict[str, Any] | None = None
     status_changed: bool = False
     events: list[dict[str, str]] = field(default_factory=list)  # {reason, type, message}
@@ -308,7 +337,7 @@ class PassResult:
 
     @property
     def changed(self) -> bool:
-        return bool(self.created or self.deleted or self.marked or self.status_changed)
+        return bool(self.created or self.deleted or self.marked or self.leases or self.status_changed)
 
 
 def skipped(evaluation: Evaluation) -> dict[str, dict[str, str]]:
@@ -357,6 +386,9 @@ def evaluation_events(evaluation: Evaluation, created_nodes: set[str]) -> list[d
             Code.SKIPPED_EXCLUDED,
         ):
             events.append({"reason": "RemediationSkipped", "type": "Warning", "message": f"Node {d.node}: {d.reason}"})
+        elif d.code == Code.SKIPPED_LEASE:
+            message = f"Skipped remediation of node: {d.node}, because node lease is already taken"
+            events.append({"reason": "RemediationSkipped", "type": "Warning", "message": message})
         elif d.code == Code.NO_TEMPLATE_LEFT:
             events.append({"reason": "NoTemplateLeft", "type": "Warning", "message": f"Node {d.node}: {d.reason}"})
     for message in evaluation.messages:
@@ -380,14 +412,20 @@ def offline_pass(
     now: datetime,
     maintenance: Iterable[str] = (),
     status: Mapping[str, Any] | None = None,
+    leases: Iterable[Mapping[str, Any]] = (),
+    name: str = "",
 ) -> PassResult:
-    """A pass over objects given as data, writing nothing: what it would create, delete and mark, its events, and
-    (with the NodeHealthCheck's ``status`` as read) the status it would write."""
+    """A pass over objects given as data, writing nothing: what it would create, delete and mark, the node Leases
+    it would take, renew and give up (as the NodeHealthCheck ``name``), its events, and (with the
+    NodeHealthCheck's ``status`` as read) the status it would write."""
     old = status or {}
     if not isinstance(old, Mapping):
         raise HealthInputError("status: must be a mapping (the status of the NodeHealthCheck as read).")
-    evaluation = evaluate(spec, nodes, remediations, now, maintenance, old.get("conditions") or [])
+    held = node_leases(leases)
+    holder = nodelease.holder_for(name) if name else ""
+    evaluation = evaluate(spec, nodes, remediations, now, maintenance, old.get("conditions") or [], held, holder)
     result = PassResult(evaluation)
+    result.leases = [w.as_dict() for w in evaluation.lease_writes]
     for request in evaluation.to_remediate:
         ref = request.template.reference
         result.created.append(
@@ -421,12 +459,14 @@ class HealthPass:
         emit_events: bool = True,
         lease_namespace: str | None = None,
         lease_wait: float = LEASE_WAIT,
+        node_lease_namespace: str = nodelease.NAMESPACE,
     ) -> None:
         self.client = client
         self.check_mode = check_mode
         self.emit_events = emit_events
         self.lease_namespace = lease_namespace
         self.lease_wait = lease_wait
+        self.node_lease_namespace = node_lease_namespace
         #: what went wrong beside the writes (a Lease renewal the API did not answer)
         self.warnings: list[str] = []
         self._resources: dict[tuple[str, str], Resource] = {}
@@ -564,7 +604,9 @@ class HealthPass:
         held = self.maintenance()
         moment = now()
         conditions = ((nhc or {}).get("status") or {}).get("conditions") or []
-        evaluation = evaluate(spec, nodes, rems, moment, held, conditions)
+        leases = node_leases(self.client.list(LEASES, self.node_lease_namespace)["items"]) if name else None
+        holder = nodelease.holder_for(name or "")
+        evaluation = evaluate(spec, nodes, rems, moment, held, conditions, leases, holder)
         result = PassResult(evaluation)
         writes = nhc is not None and not self.check_mode
 
@@ -589,6 +631,7 @@ class HealthPass:
         result.created.extend(done.created)
         result.deleted.extend(done.deleted)
         result.marked.extend(done.marked)
+        result.leases.extend(done.leases)
 
         if nhc is not None:
             if writes:
@@ -607,6 +650,7 @@ class HealthPass:
         result: PassResult,
     ) -> None:
         """What the writes would be (check mode, or a spec given as data): recorded in ``result``, nothing sent."""
+        result.leases.extend(w.as_dict() for w in evaluation.lease_writes)
         for request in evaluation.to_remediate:
             body = remediation_object(request, templates[_template_key(request)], nhc)
             result.created.append(_shown(request, body))
@@ -627,7 +671,14 @@ class HealthPass:
         done: _Done,
     ) -> None:
         """The writes of ``evaluation``, each conditional on the read it was decided on; each one that goes
-        through is recorded in ``done`` at once, so a StaleRead raised by a later one leaves an honest record."""
+        through is recorded in ``done`` at once, so a StaleRead raised by a later one leaves an honest record.
+        A node's Lease is taken before its remediation object is created, and renewed or given up after the rest."""
+        node_uids = {
+            str((n.get("metadata") or {}).get("name")): str((n.get("metadata") or {}).get("uid") or "") for n in nodes
+        }
+        for write in evaluation.lease_writes:
+            if write.action == "take":
+                self._write_lease(write, node_uids.get(write.node, ""), moment, done)
         for request in evaluation.to_remediate:
             body = remediation_object(request, templates[_template_key(request)], nhc)
             shown = _shown(request, body)
@@ -676,6 +727,60 @@ class HealthPass:
                     self.client.patch(NODES, node, patch)
             except NotFound:
                 continue  # the Node is gone, and its annotation with it
+        for write in evaluation.lease_writes:
+            if write.action != "take":
+                self._write_lease(write, node_uids.get(write.node, ""), moment, done)
+
+    def _write_lease(self, write: nodelease.LeaseWrite, node_uid: str, moment: datetime, done: _Done) -> None:
+        """One node Lease write, conditional on the Lease as read: created (the namespace too, when missing),
+        replaced on its resourceVersion, or deleted on its uid and resourceVersion."""
+        namespace, name = self.node_lease_namespace, nodelease.name_for(write.node)
+        what = f"{write.action} node Lease {namespace}/{name}"
+        current = write.current
+        if write.action == "release":
+            if current is None:
+                return
+            try:
+                with _stale_on_conflict(what):
+                    self.client.delete(
+                        LEASES,
+                        name,
+                        namespace,
+                        uid=current.uid or None,
+                        resource_version=current.resource_version or None,
+                    )
+            except NotFound:
+                return  # already given up (or expired and deleted by someone else)
+            done.leases.append(write.as_dict())
+            return
+        body: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": nodelease.spec_after(write, moment),
+        }
+        if current is None:
+            if node_uid:
+                body["metadata"]["ownerReferences"] = [
+                    {"apiVersion": "v1", "kind": "Node", "name": write.node, "uid": node_uid}
+                ]
+            with _stale_on_conflict(what):
+                try:
+                    self.client.create(LEASES, body, namespace)
+                except NotFound:  # the namespace is missing: made, as upstream does
+                    with contextlib.suppress(Conflict):
+                        self.client.create(
+                            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                        )
+                    self.client.create(LEASES, body, namespace)
+        else:
+            body["metadata"]["resourceVersion"] = current.resource_version
+            with _stale_on_conflict(what):
+                try:
+                    self.client.replace(LEASES, body)
+                except NotFound as exc:  # deleted since the read: decide again
+                    raise StaleRead(what, Conflict(exc.msg, 409, exc.body)) from None
+        done.leases.append(write.as_dict())
 
     def _status(
         self,
@@ -711,6 +816,7 @@ class _Done:
     created: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[dict[str, Any]] = field(default_factory=list)
     marked: list[dict[str, Any]] = field(default_factory=list)
+    leases: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _template_key(request: RemediationRequest) -> str:
