@@ -619,3 +619,35 @@ def test_events_and_status_tokens_as_upstream_records_them() -> None:
     paused = evaluate({**SPEC, "pauseRequests": ["upgrade by alice", "ticket 42"]}, [node("a", "True")], [], NOW)
     status = build_status({}, paused, [], NOW, None, "")
     assert (status["phase"], status["reason"]) == ("Paused", "NHC is paused: upgrade by alice, ticket 42")
+
+
+def test_escalation_steps_of_one_kind_without_the_multiple_templates_annotation_disable_the_check() -> None:
+    """Both steps' objects would be named after the node: the second could never be made (the pass would be
+    refused again and again); the NodeHealthCheck is disabled naming the template and the annotation instead."""
+    spec = {k: v for k, v in SPEC.items() if k != "remediationTemplate"}
+    spec["escalatingRemediations"] = [
+        {"remediationTemplate": REF, "order": 0, "timeout": "5m"},
+        {"remediationTemplate": {**REF, "name": "tpl2"}, "order": 1, "timeout": "10m"},
+    ]
+    fake = cluster(spec, [node("a", "True"), node("b", "Unknown")], [])
+    fake.put(
+        "selfnoderemediationtemplates", {**copy.deepcopy(TEMPLATE), "metadata": {"name": "tpl2", "namespace": "ops"}}
+    )
+    result = run_pass(fake)
+    assert result.created == [] and not [k for k in fake.store if k[0] == SNRS]
+    assert result.disabled and "remediation.medik8s.io/multiple-templates-support" in result.disabled
+    status = fake.store[("nodehealthchecks", "", "n")]["status"]
+    [disabled] = [c for c in status["conditions"] if c["type"] == "Disabled"]
+    assert (disabled["status"], disabled["reason"]) == ("True", "RemediationTemplateInvalid")
+    # with the annotation on both, the objects get generated names and the pass goes on
+    for name in ("tpl", "tpl2"):
+        fake.change(
+            ("selfnoderemediationtemplates", "ops", name),
+            lambda obj: (
+                obj["metadata"]
+                .setdefault("annotations", {})
+                .update({"remediation.medik8s.io/multiple-templates-support": "true"})
+            ),
+        )
+    again = run_pass(fake)
+    assert again.disabled is None and [c["node"] for c in again.created] == ["b"]

@@ -333,6 +333,7 @@ class PassResult:
     status_changed: bool = False
     events: list[dict[str, str]] = field(default_factory=list)  # {reason, type, message}
     disabled: str | None = None
+    disabled_reason: str | None = None  # the Disabled condition's reason (default RemediationTemplateNotFound)
     rereads: int = 0  # writes refused as decided on a stale read: each one a new read and evaluation
 
     @property
@@ -425,7 +426,7 @@ def offline_pass(
     holder = nodelease.holder_for(name) if name else ""
     evaluation = evaluate(spec, nodes, remediations, now, maintenance, old.get("conditions") or [], held, holder)
     result = PassResult(evaluation)
-    result.leases = [w.as_dict() for w in evaluation.lease_writes]
+    result.leases = [w.as_dict() for w in in_write_order(evaluation.lease_writes)]
     for request in evaluation.to_remediate:
         ref = request.template.reference
         result.created.append(
@@ -442,11 +443,36 @@ def offline_pass(
         (evaluation.to_mark_healthy, HEALTHY_DELAY_ANNOTATION),
     ):
         result.marked.extend({"node": ref.node, "name": ref.name, "annotation": annotation} for ref in refs)
-    result.events = evaluation_events(evaluation, {r.node for r in evaluation.to_remediate})
+    result.events = pass_events(result)
     if status is not None:
         result.status = build_status(old, evaluation, remediations_after(remediations, evaluation, now), now)
         result.status_changed = result.status != {k: old.get(k) for k in result.status}
     return result
+
+
+def in_write_order(writes: Iterable[nodelease.LeaseWrite]) -> list[nodelease.LeaseWrite]:
+    """Node Lease writes in the order a pass makes them: the Leases taken (before the remediation objects are
+    created), then those renewed and given up (after the other writes)."""
+    writes = list(writes)
+    return [w for w in writes if w.action == "take"] + [w for w in writes if w.action != "take"]
+
+
+def pass_events(result: PassResult) -> list[dict[str, str]]:
+    """The events of a pass, from what it wrote (or would write): the evaluation's, one RemediationRemoved per
+    deletion, and Disabled."""
+    events = evaluation_events(result.evaluation, {c["node"] for c in result.created})
+    for deleted in result.deleted:
+        events.append(
+            {
+                "reason": "RemediationRemoved",
+                "type": "Normal",
+                "message": f"Deleted remediation {deleted['kind']} {deleted['namespace']}/{deleted['name']} "
+                f"of node {deleted['node']}",
+            }
+        )
+    if result.disabled:
+        events.append({"reason": "Disabled", "type": "Warning", "message": result.disabled})
+    return events
 
 
 class HealthPass:
@@ -481,6 +507,27 @@ class HealthPass:
         if spec.get("remediationTemplate"):
             return [spec["remediationTemplate"]]
         return [step.get("remediationTemplate") or {} for step in spec.get("escalatingRemediations") or []]
+
+    def _shared_kind_problem(self, spec: Mapping[str, Any]) -> str | None:
+        """Escalation steps whose templates share a kind make objects of one kind for one node, so each such
+        template must carry the multiple-templates annotation (their objects then get generated names); else
+        they would collide on the node's name. What is wrong, or None."""
+        refs = self._templates(spec)
+        kinds = [str(ref.get("kind", "")) for ref in refs]
+        for ref in refs:
+            if kinds.count(str(ref.get("kind", ""))) < 2:
+                continue
+            try:
+                template = self._read_template(ref)
+            except (NotFound, MissingResourceType):
+                continue  # a missing one disables the NodeHealthCheck when a node needs it
+            if ((template.get("metadata") or {}).get("annotations") or {}).get(MULTIPLE_TEMPLATES_ANNOTATION) != "true":
+                return (
+                    f"template {ref.get('kind')} {ref.get('namespace')}/{ref.get('name')} shares its kind with another"
+                    f' escalation step but lacks the annotation {MULTIPLE_TEMPLATES_ANNOTATION}: "true" (without it'
+                    " both steps' objects would be named after the node)"
+                )
+        return None
 
     def _read_template(self, ref: Mapping[str, Any]) -> dict[str, Any]:
         res = self._resource(str(ref.get("apiVersion", "")), str(ref.get("kind", "")))
@@ -569,18 +616,7 @@ class HealthPass:
             break
         result.rereads = len(refused)
 
-        result.events = evaluation_events(result.evaluation, {c["node"] for c in result.created})
-        for deleted in result.deleted:
-            result.events.append(
-                {
-                    "reason": "RemediationRemoved",
-                    "type": "Normal",
-                    "message": f"Deleted remediation {deleted['kind']} {deleted['namespace']}/{deleted['name']} "
-                    f"of node {deleted['node']}",
-                }
-            )
-        if result.disabled:
-            result.events.append({"reason": "Disabled", "type": "Warning", "message": result.disabled})
+        result.events = pass_events(result)
         if nhc is not None and not self.check_mode and self.emit_events:
             for event in result.events:
                 self.client.create_event(nhc, event["reason"], event["message"], event["type"])
@@ -622,6 +658,10 @@ class HealthPass:
             except (NotFound, MissingResourceType):
                 result.disabled = f"template {ref.get('kind')} {ref.get('namespace')}/{ref.get('name')} not found"
                 break
+        if result.disabled is None and evaluation.to_remediate:
+            result.disabled = self._shared_kind_problem(spec)
+            if result.disabled:
+                result.disabled_reason = "RemediationTemplateInvalid"
 
         if result.disabled is None:
             if writes:
@@ -650,7 +690,7 @@ class HealthPass:
         result: PassResult,
     ) -> None:
         """What the writes would be (check mode, or a spec given as data): recorded in ``result``, nothing sent."""
-        result.leases.extend(w.as_dict() for w in evaluation.lease_writes)
+        result.leases.extend(w.as_dict() for w in in_write_order(evaluation.lease_writes))
         for request in evaluation.to_remediate:
             body = remediation_object(request, templates[_template_key(request)], nhc)
             result.created.append(_shown(request, body))
@@ -676,7 +716,8 @@ class HealthPass:
         node_uids = {
             str((n.get("metadata") or {}).get("name")): str((n.get("metadata") or {}).get("uid") or "") for n in nodes
         }
-        for write in evaluation.lease_writes:
+        ordered = in_write_order(evaluation.lease_writes)
+        for write in ordered:
             if write.action == "take":
                 self._write_lease(write, node_uids.get(write.node, ""), moment, done)
         for request in evaluation.to_remediate:
@@ -727,7 +768,7 @@ class HealthPass:
                     self.client.patch(NODES, node, patch)
             except NotFound:
                 continue  # the Node is gone, and its annotation with it
-        for write in evaluation.lease_writes:
+        for write in ordered:
             if write.action != "take":
                 self._write_lease(write, node_uids.get(write.node, ""), moment, done)
 
@@ -794,7 +835,7 @@ class HealthPass:
     ) -> None:
         """The status from this evaluation, written (when it changed) on the NodeHealthCheck's version as read
         for it: a Conflict (the NodeHealthCheck changed since, its spec maybe) is a StaleRead."""
-        disabled = "RemediationTemplateNotFound" if result.disabled else None
+        disabled = (result.disabled_reason or "RemediationTemplateNotFound") if result.disabled else None
         old = nhc.get("status") or {}
         status = build_status(old, evaluation, rems, moment, disabled, result.disabled or "")
         result.status = status
