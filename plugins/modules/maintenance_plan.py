@@ -24,8 +24,8 @@ description:
     C(maxUnavailable) budget, and a candidate skipped for lack of budget does not use up a slot.
   - The data comes from the cluster (all Nodes, the NodeMaintenances of O(namespace) or of all namespaces,
     and the C(default) MaintenanceOperatorConfig in O(config_namespace)), or from the O(nodes),
-    O(node_maintenances) and O(config) parameters. With both O(nodes) and O(node_maintenances) given the
-    module runs offline and needs no cluster.
+    O(node_maintenances) and O(config) parameters, or from files (O(snapshot)). With both O(nodes) and
+    O(node_maintenances) given, or O(snapshot), the module runs offline and needs no cluster.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.attributes
@@ -68,6 +68,18 @@ options:
         requestor's ranking).
       - A request for a node that is not among the nodes is handled as O(unknown_nodes) says.
     type: raw
+  snapshot:
+    description:
+      - Offline mode from files, read on the host the task runs on, as C(kubectl get ... -o json) (or C(-o yaml))
+        saves them. Each file holds one object or a List of them. Its C(Node) objects are the nodes, its
+        C(NodeMaintenance) objects the requests, and a C(MaintenanceOperatorConfig) (the one named C(default))
+        the limits unless O(config) is given.
+      - For example C(kubectl get nodes,nodemaintenances,maintenanceoperatorconfigs -A -o json > cluster.json).
+      - Much faster than passing thousands of objects as O(nodes) and O(node_maintenances), which Ansible
+        serializes into the module's arguments.
+      - Mutually exclusive with O(nodes) and O(node_maintenances).
+    type: list
+    elements: path
   unknown_nodes:
     description:
       - What to do with a request for a node that is not among the nodes.
@@ -320,6 +332,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler
     parse_requests,
     simulate_rollout,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
     MAINTENANCE_CONFIGS,
     NODE_MAINTENANCES,
@@ -329,6 +342,11 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors imp
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 DEFAULT_CONFIG = "default"
+CONFIG_FIELDS = ("maxParallelOperations", "maxUnavailable", "maxNodeMaintenanceTimeSeconds", "logLevel")
+
+
+def _name(obj: Any) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("name") or "")
 
 
 def as_items(value: Any, option: str) -> list[Any]:
@@ -359,6 +377,7 @@ def main() -> None:
             "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
             "nodes": {"type": "raw"},
             "node_maintenances": {"type": "raw"},
+            "snapshot": {"type": "list", "elements": "path"},
             "unknown_nodes": {"type": "str", "choices": ["skip", "error"], "default": "skip"},
             "config": {
                 "type": "dict",
@@ -370,18 +389,32 @@ def main() -> None:
                 },
             },
         },
+        mutually_exclusive=[("snapshot", "nodes"), ("snapshot", "node_maintenances")],
         supports_check_mode=True,
     )
-    p = module.params
-    offline = p["nodes"] is not None and p["node_maintenances"] is not None
+    # a copy: a snapshot's objects fill it, and must not be echoed back as the task's arguments
+    p = dict(module.params)
     config_source = "built-in defaults"
+    try:
+        if p["snapshot"] is not None:
+            saved = snapshot.read(p["snapshot"])
+            p["nodes"], p["node_maintenances"] = saved.get("Node", []), saved.get("NodeMaintenance", [])
+            configs = [c for c in saved.get("MaintenanceOperatorConfig", []) if _name(c) == DEFAULT_CONFIG]
+            if p["config"] is None and configs:
+                p["config"] = {k: configs[0].get("spec", {}).get(k) for k in CONFIG_FIELDS}
+                config_source = f"MaintenanceOperatorConfig {configs[0].get('metadata', {}).get('namespace')}/default"
+                config_source += " (snapshot)"
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    offline = p["nodes"] is not None and p["node_maintenances"] is not None
     try:
         node_objs = as_items(p["nodes"], "nodes") if p["nodes"] is not None else None
         nm_objs = as_items(p["node_maintenances"], "node_maintenances") if p["node_maintenances"] is not None else None
         config_spec: dict[str, Any] | None = None
         if p["config"] is not None:
             config_spec = {k: number_or_percent(v) for k, v in p["config"].items() if v is not None}
-            config_source = "the config option"
+            if config_source == "built-in defaults":
+                config_source = "the config option"
         if not offline:
             client = module.client
             if node_objs is None:

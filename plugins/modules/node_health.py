@@ -109,6 +109,17 @@ options:
         prints them in C(items)); those named C(node-<node>) are the node Leases. Without it no node Lease is held.
     type: list
     elements: dict
+  snapshot:
+    description:
+      - Offline mode from files, read on the host the task runs on, as C(kubectl get ... -o json) (or C(-o yaml))
+        saves them; each file holds one object or a List of them.
+      - The C(NodeHealthCheck) (the one named O(name), or the only one) gives the spec, the status and the name,
+        unless O(spec) is given. Its C(Node), C(NodeMaintenance) and C(Lease) objects, and the remediation objects
+        of the template kinds owned by that C(NodeHealthCheck), are the rest.
+      - For example C(kubectl get nodehealthchecks,nodes,selfnoderemediations,nodemaintenances,leases -A -o json).
+      - Mutually exclusive with O(nodes), O(remediations), O(node_maintenances), O(leases) and O(status).
+    type: list
+    elements: path
   node_lease_namespace:
     description:
       - Namespace of the per-node Leases the medik8s operators share (created when missing).
@@ -290,9 +301,11 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health
     HealthPass,
     PassResult,
     offline_pass,
+    owned_by,
     skipped,
     under_maintenance,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
@@ -327,6 +340,41 @@ def _result(result: PassResult) -> dict[str, Any]:
     return out
 
 
+def _from_snapshot(params: dict[str, Any]) -> None:
+    """Fill the offline options from the snapshot files: the NodeHealthCheck (O(name), or the only one) gives
+    spec, status and name unless O(spec) is given; Nodes, its remediation objects (the kinds of its templates,
+    owned by it), NodeMaintenances and Leases give the rest."""
+    for option in ("nodes", "remediations", "node_maintenances", "leases", "status"):
+        if params[option]:
+            raise HealthInputError(f"snapshot and {option} are mutually exclusive: the snapshot holds the objects.")
+    saved = snapshot.read(params["snapshot"])
+    checks = saved.get("NodeHealthCheck", [])
+    nhc: dict[str, Any] = {}
+    if params["spec"] is None:
+        wanted = [c for c in checks if not params["name"] or (c.get("metadata") or {}).get("name") == params["name"]]
+        if len(wanted) != 1:
+            found = ", ".join(sorted(str((c.get("metadata") or {}).get("name")) for c in checks)) or "none"
+            raise HealthInputError(
+                "snapshot: give spec, or a snapshot with the NodeHealthCheck to evaluate"
+                + (f" named {params['name']}" if params["name"] else " (or name to pick one)")
+                + f"; NodeHealthChecks in the snapshot: {found}."
+            )
+        nhc = wanted[0]
+        params["spec"] = nhc.get("spec") or {}
+        params["status"] = nhc.get("status") or {}
+        params["name"] = (nhc.get("metadata") or {}).get("name")
+    spec = params["spec"]
+    refs = [spec.get("remediationTemplate") or {}]
+    refs += [(step or {}).get("remediationTemplate") or {} for step in spec.get("escalatingRemediations") or []]
+    kinds = {str(ref["kind"])[: -len("Template")] for ref in refs if str(ref.get("kind", "")).endswith("Template")}
+    params["nodes"] = saved.get("Node", [])
+    params["remediations"] = [
+        obj for kind in sorted(kinds) for obj in saved.get(kind, []) if not nhc or owned_by(obj, nhc)
+    ]
+    params["node_maintenances"] = saved.get("NodeMaintenance", [])
+    params["leases"] = saved.get("Lease", [])
+
+
 def main() -> None:
     module = K8sModule(
         argument_spec={
@@ -338,17 +386,21 @@ def main() -> None:
             "now": {"type": "str"},
             "status": {"type": "dict"},
             "leases": {"type": "list", "elements": "dict"},
+            "snapshot": {"type": "list", "elements": "path"},
             "events": {"type": "bool", "default": True},
             "lease_namespace": {"type": "str"},
             "lease_wait": {"type": "float", "default": 65.0},
             "node_lease_namespace": {"type": "str", "default": "medik8s-leases"},
         },
-        required_one_of=[("name", "spec")],
+        required_one_of=[("name", "spec", "snapshot")],
         supports_check_mode=True,
     )
-    params = module.params
+    # a copy: a snapshot's objects fill it, and must not be echoed back as the task's arguments
+    params = dict(module.params)
     warnings: list[str] = []
     try:
+        if params["snapshot"] is not None:
+            _from_snapshot(params)
         if params["nodes"] is not None:
             if params["spec"] is None:
                 module.fail_json(msg="nodes (offline mode) needs spec: the NodeHealthCheck spec as data.")
@@ -392,7 +444,7 @@ def main() -> None:
         )
         warnings = engine.warnings
         result = engine.run(params["name"], params["spec"], _now)
-    except (HealthSpecError, HealthInputError, SchedulerInputError) as err:
+    except (HealthSpecError, HealthInputError, SchedulerInputError, snapshot.SnapshotError) as err:
         module.fail_json(msg=str(err))
     except K8sError as exc:
         for warning in warnings:

@@ -6,6 +6,7 @@ through the status subresource, the way the reconciler writes them.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,7 +167,9 @@ def test_plan_from_the_cluster(cluster: Any, api: k8s.ApiClient, scenario: dict[
     assert set(key(ns, "a-1", "ghost")) <= {c["name"] for c in everywhere.result["candidates"]}
 
 
-def test_offline_from_data_needs_no_cluster(cluster: Any, api: k8s.ApiClient, scenario: dict[str, Any]) -> None:
+def test_offline_from_data_needs_no_cluster(
+    cluster: Any, api: k8s.ApiClient, scenario: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     ns = scenario["namespace"]
     node_list = api.sanitize_for_serialization(k8s.CoreV1Api(api).list_node())
     nm_list = k8s.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, ns, NM_PLURAL)
@@ -211,6 +214,20 @@ def test_offline_from_data_needs_no_cluster(cluster: Any, api: k8s.ApiClient, sc
     wrong = run_module("maintenance_plan", {**args, "config": {"maxUnavailable": "10.5%"}})
     assert wrong.failed
     assert "spec.maxUnavailable: '10.5%' is not an integer or a whole percentage" in wrong.result["msg"]
+
+    # The same from files, as kubectl saves them: one List of mixed kinds, and a typed NodeList
+    tmp = tmp_path_factory.mktemp("plan-snapshot")
+    nms = tmp / "nms.json"
+    nms.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nm_list["items"]}))
+    nodes_file = tmp / "nodes.json"
+    nodes_file.write_text(json.dumps({**node_list, "kind": "NodeList"}))
+    saved = run_module("maintenance_plan", {"snapshot": [str(nodes_file), str(nms)], "config": config})
+    assert not saved.failed, saved.result
+    assert {k: v for k, v in saved.result.items() if k != "warnings"} == {
+        k: v for k, v in full.result.items() if k != "warnings"
+    }
+    missing = run_module("maintenance_plan", {"snapshot": [str(tmp / "none.json")]})
+    assert missing.failed and f"snapshot: cannot read {tmp / 'none.json'}" in missing.result["msg"]
 
 
 def test_config_missing_gives_the_defaults(cluster: Any, crds: None, namespace: str) -> None:

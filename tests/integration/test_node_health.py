@@ -142,6 +142,49 @@ def test_offline_what_if_needs_no_cluster() -> None:
     assert live.failed and "status is only for offline mode" in live.result["msg"]
 
 
+def test_offline_from_a_snapshot_file_is_offline_from_data(tmp_path: Path) -> None:
+    """What kubectl saves (the NodeHealthCheck, Nodes, its remediation objects, Leases) gives the same result as
+    the same objects passed as options; objects of other owners are not its remediation objects."""
+    spec = nhc_body("x", "t", "ns", 1)["spec"]
+    now = "2026-01-02T03:10:00Z"
+    nodes = [_offline_node("a"), _offline_node("b", "Unknown"), _offline_node("c", "Unknown")]
+    nhc = {"kind": "NodeHealthCheck", "metadata": {"name": "x", "uid": "nhc-uid"}, "spec": spec, "status": {}}
+    owner = [{"kind": "NodeHealthCheck", "name": "x", "uid": "nhc-uid"}]
+    ours = {
+        "apiVersion": f"{SNR_GROUP}/{VERSION}",
+        "kind": "SelfNodeRemediation",
+        "metadata": {
+            "name": "c",
+            "namespace": "ns",
+            "ownerReferences": owner,
+            "creationTimestamp": now,
+            "annotations": {"remediation.medik8s.io/template-name": "snr-template"},
+        },
+    }
+    theirs = {**ours, "metadata": {"name": "b", "namespace": "ns", "creationTimestamp": now}}
+    lease = {
+        "kind": "Lease",
+        "metadata": {"name": "node-b", "namespace": "medik8s-leases"},
+        "spec": {"holderIdentity": "node-maintenance", "leaseDurationSeconds": 3600, "renewTime": now},
+    }
+    saved = tmp_path / "cluster.json"
+    listed = [{"kind": "Node", **item} for item in nodes]
+    saved.write_text(json.dumps({"kind": "List", "items": [nhc, *listed, ours, theirs, lease]}))
+    from_file = run_module("node_health", {"snapshot": [str(saved)], "now": now})
+    assert not from_file.failed, from_file.result
+    given = {"name": "x", "spec": spec, "status": {}, "nodes": nodes, "remediations": [ours], "now": now}
+    from_data = run_module("node_health", {**given, "leases": [lease]})
+    assert {k: v for k, v in from_file.result.items() if k != "invocation"} == {
+        k: v for k, v in from_data.result.items() if k != "invocation"
+    }
+    # the objects read are not echoed back as the task's arguments
+    assert from_file.result["invocation"]["module_args"]["nodes"] is None
+    assert from_file.result["not_remediated"]["b"]["code"] == "SkippedNodeLease"
+    assert "status" in from_file.result
+    bad = run_module("node_health", {"snapshot": [str(saved)], "nodes": nodes, "now": now})
+    assert bad.failed and "snapshot and nodes are mutually exclusive" in bad.result["msg"]
+
+
 def test_dead_node_gets_a_remediation_only_when_allowed(
     cluster: Any, api: k8s.ApiClient, setup: dict[str, Any]
 ) -> None:

@@ -1,0 +1,53 @@
+"""Snapshot files for the offline modes: what kubectl saves (one object, a List of mixed kinds, a typed List,
+YAML), and clear errors naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.snapshot import SnapshotError, read
+
+
+def write(path: Path, data: object) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_objects_by_kind_from_lists_typed_lists_single_objects_and_yaml(tmp_path: Path) -> None:
+    mixed = write(
+        tmp_path / "mixed.json",
+        {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [{"kind": "Node", "metadata": {"name": "a"}}, {"kind": "Lease", "metadata": {"name": "node-a"}}],
+        },
+    )
+    typed = write(tmp_path / "nodes.json", {"kind": "NodeList", "items": [{"metadata": {"name": "b"}}]})
+    single = write(tmp_path / "nhc.json", {"kind": "NodeHealthCheck", "metadata": {"name": "w"}})
+    yaml_file = tmp_path / "nm.yaml"
+    yaml_file.write_text("kind: NodeMaintenance\nmetadata:\n  name: m\n")
+    saved = read([mixed, typed, single, str(yaml_file)])
+    assert [n["metadata"]["name"] for n in saved["Node"]] == ["a", "b"]
+    assert [k for k in saved] == ["Node", "Lease", "NodeHealthCheck", "NodeMaintenance"]
+    assert read([write(tmp_path / "empty.json", {"kind": "List", "items": []})]) == {}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json: [", "is neither JSON nor YAML"),
+        ("[1, 2]", "holds a list, not a Kubernetes object or List"),
+        ('{"kind": "List", "items": [{"metadata": {}}]}', "item 0 has no kind"),
+        ('{"kind": "List", "items": [3]}', "item 0 is not an object"),
+    ],
+)
+def test_a_file_that_is_not_a_snapshot_is_named(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(SnapshotError, match=message) as err:
+        read([str(path)])
+    assert str(path) in str(err.value)
+    with pytest.raises(SnapshotError, match="cannot read"):
+        read([str(tmp_path / "missing.json")])
