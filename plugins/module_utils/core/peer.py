@@ -249,6 +249,88 @@ def node_verdict(
     return worker
 
 
+class DecideError(ValueError):
+    """Input of :func:`decide` that cannot be used; the message names the field."""
+
+
+_ANSWERS_BY_NAME = {name: code for code, name in ANSWER_NAMES.items()}
+#: The fields of :func:`decide`'s input, with their defaults (None: required).
+DECIDE_FIELDS: dict[str, Any] = {
+    "apiErrors": None,
+    "maxApiErrorThreshold": 3,
+    "workerPeers": None,
+    "minPeersForRemediation": 1,
+    "batches": [],
+    "secondsSinceLastAnswer": 0,
+    "controlPlane": False,
+    "controlPlaneAnswers": [],
+    "diagnosticsOk": True,
+}
+
+
+def _whole(data: Mapping[str, Any], key: str) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DecideError(f"{key}: {value!r} is not a whole number of 0 or more.")
+    return value
+
+
+def _answers(value: Any, key: str) -> list[int]:
+    if not isinstance(value, list):
+        raise DecideError(f"{key}: {value!r} is not a list of answers.")
+    out = []
+    for index, answer in enumerate(value):
+        if isinstance(answer, str) and answer in _ANSWERS_BY_NAME:
+            out.append(_ANSWERS_BY_NAME[answer])
+        elif isinstance(answer, int) and not isinstance(answer, bool) and answer in ANSWER_NAMES:
+            out.append(answer)
+        else:
+            raise DecideError(
+                f"{key}[{index}]: {answer!r} is not an answer; give one of {', '.join(_ANSWERS_BY_NAME)}."
+            )
+    return out
+
+
+def decide(data: Mapping[str, Any]) -> Verdict:
+    """The verdict for a situation given as data (JSON), for asking "what would the agent do" without a node.
+
+    Fields (see DECIDE_FIELDS for the defaults): ``apiErrors`` (consecutive failed API probes),
+    ``maxApiErrorThreshold``, ``workerPeers``, ``minPeersForRemediation``, ``batches`` (the answers of each
+    batch of worker peers in turn, by name: Healthy, Unhealthy, ApiError, RequestFailed, Busy),
+    ``secondsSinceLastAnswer``, ``controlPlane`` (the node is a control-plane node), ``controlPlaneAnswers``
+    and ``diagnosticsOk``. Raises DecideError naming a missing, unknown or wrong field.
+    """
+    if not isinstance(data, Mapping):
+        raise DecideError("the input must be a JSON object with the fields " + ", ".join(DECIDE_FIELDS) + ".")
+    unknown = sorted(set(data) - set(DECIDE_FIELDS))
+    if unknown:
+        raise DecideError(f"unknown field {unknown[0]!r}; the fields are {', '.join(DECIDE_FIELDS)}.")
+    missing = [key for key, default in DECIDE_FIELDS.items() if default is None and key not in data]
+    if missing:
+        raise DecideError(f"{missing[0]}: required.")
+    values = {key: data.get(key, default) for key, default in DECIDE_FIELDS.items()}
+    batches = values["batches"]
+    if not isinstance(batches, list):
+        raise DecideError(f"batches: {batches!r} is not a list of batches (each a list of answers).")
+    answered = [_answers(batch, f"batches[{index}]") for index, batch in enumerate(batches)]
+    seconds = values["secondsSinceLastAnswer"]
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise DecideError(f"secondsSinceLastAnswer: {seconds!r} is not a number of seconds of 0 or more.")
+    for key in ("controlPlane", "diagnosticsOk"):
+        if not isinstance(values[key], bool):
+            raise DecideError(f"{key}: {values[key]!r} is not true or false.")
+    worker = worker_verdict(
+        _whole(values, "apiErrors"),
+        _whole(values, "maxApiErrorThreshold"),
+        _whole(values, "workerPeers"),
+        _whole(values, "minPeersForRemediation"),
+        iter(answered),
+        float(seconds),
+    )
+    control_plane = _answers(values["controlPlaneAnswers"], "controlPlaneAnswers")
+    return node_verdict(values["controlPlane"], worker, control_plane, values["diagnosticsOk"])
+
+
 def node_is_control_plane(node: Mapping[str, Any]) -> bool:
     """Whether a Node object carries a control-plane (or master) role label."""
     return is_control_plane(node)

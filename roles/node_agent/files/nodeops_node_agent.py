@@ -1094,13 +1094,39 @@ def read_config(path: str, core: dict[str, ModuleType]) -> dict[str, Any]:
     return result
 
 
+def decide_from(path: str, core: dict[str, ModuleType]) -> int:
+    """``--decide``: the peer decision for a situation given as JSON, printed as JSON (exit 0), or why the input
+    cannot be used (exit 2)."""
+    peer = core["peer"]
+    try:
+        if path == "-":
+            data = json.load(sys.stdin)
+        else:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        verdict = peer.decide(data)
+    except (OSError, ValueError) as err:  # peer.DecideError and json's errors are ValueErrors
+        print(f"nodeops-node-agent: --decide {path}: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(verdict.as_dict(), indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="nodeops node agent (self node remediation)")
     parser.add_argument("--config", default="/etc/nodeops-node-agent/config.json")
     parser.add_argument("--check-config", action="store_true", help="validate the configuration and exit")
     parser.add_argument("--core-dir", default=None, help="where the nodeops_core package is")
+    parser.add_argument(
+        "--decide",
+        metavar="FILE",
+        help="print the verdict (JSON) for the situation in FILE ('-': standard input) and exit; no configuration,"
+        " network or watchdog is used",
+    )
     args = parser.parse_args(argv)
     core = load_core(args.core_dir)
+    if args.decide is not None:
+        return decide_from(args.decide, core)
     try:
         cfg = read_config(args.config, core)
     except (OSError, ValueError) as err:
