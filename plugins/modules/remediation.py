@@ -86,6 +86,58 @@ options:
       - Record events on the C(SelfNodeRemediation) objects.
     type: bool
     default: true
+  remediations:
+    description:
+      - Offline mode. The C(SelfNodeRemediation) objects, as C(kubectl get selfnoderemediations -A -o json) prints them
+        in C(items). The result says, for each, the next step a pass would take (what a check-mode run reports),
+        the strategy that runs and the time left to its safe time; nothing is read from or written to a cluster.
+      - Needs O(kubernetes_version); the other objects come from O(nodes), O(pods), O(volume_attachments),
+        O(node_maintenances) and O(configs).
+    type: list
+    elements: dict
+  nodes:
+    description:
+      - Offline mode. Every Node object (the worker nodes count in the safe time).
+    type: list
+    elements: dict
+  pods:
+    description:
+      - Offline mode. The pods (those whose C(spec.nodeName) is a remediated node are the ones to recover).
+    type: list
+    elements: dict
+  volume_attachments:
+    description:
+      - Offline mode. The C(VolumeAttachment) objects.
+    type: list
+    elements: dict
+  node_maintenances:
+    description:
+      - Offline mode. The C(NodeMaintenance) objects; the nodes of those in progress are under maintenance.
+    type: list
+    elements: dict
+  configs:
+    description:
+      - Offline mode. The C(SelfNodeRemediationConfig) objects; the one named C(self-node-remediation-config) in
+        O(config_namespace), else in each object's namespace, is its configuration.
+    type: list
+    elements: dict
+  snapshot:
+    description:
+      - Offline mode from files, read on the host the task runs on, as C(kubectl get ... -o json) (or C(-o yaml))
+        saves them; each file holds one object or a List of them, sorted by kind into O(remediations), O(nodes),
+        O(pods), O(volume_attachments), O(node_maintenances) and O(configs).
+      - Mutually exclusive with those options.
+    type: list
+    elements: path
+  kubernetes_version:
+    description:
+      - Offline mode. The cluster's version as C(/version) gives it in C(gitVersion) (V(v1.30.2)); the strategy
+        V(Automatic) depends on it.
+    type: str
+  now:
+    description:
+      - Offline mode. The time of the pass, RFC 3339 (V(2026-01-02T03:04:05Z)); by default the current time.
+    type: str
 notes:
   - The node itself must reboot within the safe time (the node agent of this collection, or the medik8s agent); this
     module only does the bookkeeping and the recovery of the workloads, and only for nodes whose agent published that
@@ -112,6 +164,15 @@ EXAMPLES = r"""
   nodeops.maintenance.remediation:
     namespace: nodeops-maintenance
   check_mode: true
+
+# cluster.json: kubectl get selfnoderemediations,selfnoderemediationconfigs,nodes,pods,volumeattachments -A -o json
+- name: What-if, offline, from objects saved with kubectl
+  nodeops.maintenance.remediation:
+    snapshot:
+      - cluster.json
+    kubernetes_version: v1.30.2
+    config_namespace: nodeops-maintenance
+    now: "2026-01-02T03:04:05Z"
 """
 
 RETURN = r"""
@@ -194,6 +255,10 @@ remediations:
         (another run, another writer). Each time the rest of that step was dropped, both were read again and the
         step decided again from what they hold now.
       type: int
+    seconds_to_safe_time:
+      description: Seconds from the end of the run (offline, from O(now)) to RV(remediations[].time_assumed_rebooted);
+        0 once it has passed, null while not known.
+      type: float
   sample:
     - namespace: nodeops-maintenance
       name: worker-3
@@ -220,17 +285,69 @@ waiting:
 from datetime import datetime, timezone
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import HealthSpecError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import HealthSpecError, parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import SafeTimeError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import SchedulerInputError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import StrategyError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import RemediationManager
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
+    RemediationManager,
+    offline_outcomes,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)  # noqa: UP017
+
+
+OFFLINE_KINDS = {
+    "remediations": "SelfNodeRemediation",
+    "nodes": "Node",
+    "pods": "Pod",
+    "volume_attachments": "VolumeAttachment",
+    "node_maintenances": "NodeMaintenance",
+    "configs": "SelfNodeRemediationConfig",
+}
+
+
+def _offline(module: K8sModule, params: dict[str, Any]) -> None:
+    """The offline what-if: every object's next step from data (options or snapshot files); exits."""
+    try:
+        if params["snapshot"] is not None:
+            given = [option for option in OFFLINE_KINDS if params[option]]
+            if given:
+                module.fail_json(msg=f"snapshot and {given[0]} are mutually exclusive: the snapshot holds the objects.")
+            saved = snapshot.read(params["snapshot"])
+            params.update({option: saved.get(kind, []) for option, kind in OFFLINE_KINDS.items()})
+        if not params["kubernetes_version"]:
+            module.fail_json(
+                msg="kubernetes_version is required offline (the cluster's gitVersion, such as v1.30.2): the "
+                "strategy Automatic depends on it."
+            )
+        now = parse_time(params["now"], "now") if params["now"] else _now()
+        outcomes, ignored = offline_outcomes(
+            params["remediations"] or [],
+            params["nodes"] or [],
+            params["pods"] or [],
+            params["volume_attachments"] or [],
+            params["configs"] or [],
+            params["kubernetes_version"],
+            now,
+            under_maintenance(params["node_maintenances"] or []),
+            params["watchdog_timeout"],
+            params["config_namespace"],
+        )
+    except (SafeTimeError, StrategyError, SchedulerInputError, HealthSpecError, snapshot.SnapshotError) as err:
+        module.fail_json(msg=str(err))
+    module.exit_json(
+        changed=False,
+        remediations=[o.as_dict() for o in outcomes],
+        waiting=[f"{o.namespace}/{o.name}" for o in outcomes if o.wait_until is not None],
+        ignored=ignored,
+    )
 
 
 def main() -> None:
@@ -242,11 +359,24 @@ def main() -> None:
             "watchdog_timeout": {"type": "float"},
             "wait_timeout": {"type": "float", "default": 0},
             "events": {"type": "bool", "default": True},
+            **{option: {"type": "list", "elements": "dict"} for option in OFFLINE_KINDS},
+            "snapshot": {"type": "list", "elements": "path"},
+            "kubernetes_version": {"type": "str"},
+            "now": {"type": "str"},
         },
         required_by={"name": "namespace"},
         supports_check_mode=True,
     )
-    params = module.params
+    # a copy: a snapshot's objects fill it, and must not be echoed back as the task's arguments
+    params = dict(module.params)
+    if params["remediations"] is not None or params["snapshot"] is not None:
+        _offline(module, params)
+    for offline_only in (*[o for o in OFFLINE_KINDS if o != "remediations"], "kubernetes_version", "now"):
+        if params[offline_only] is not None:
+            module.fail_json(
+                msg=f"{offline_only} is only for offline mode (with remediations or snapshot); a live run reads "
+                "the cluster."
+            )
     if params["wait_timeout"] < 0:
         module.fail_json(msg="wait_timeout: give 0 or more seconds.")
     manager = RemediationManager(

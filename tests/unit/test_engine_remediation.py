@@ -622,3 +622,42 @@ def test_a_busy_pass_keeps_what_an_earlier_pass_of_the_run_found() -> None:
         first.time_assumed_rebooted,
         first.phase,
     )
+
+
+def offline(fake: FakeClient, now: datetime, config_namespace: str | None = None) -> list[dict[str, Any]]:
+    """The offline what-if over the objects the fake API server holds now."""
+
+    def of(plural: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(o) for (p, _ns, _n), o in sorted(fake.store.items()) if p == plural]
+
+    outcomes, _ignored = engine.offline_outcomes(
+        of("selfnoderemediations"),
+        of("nodes"),
+        of("pods"),
+        of("volumeattachments"),
+        of("selfnoderemediationconfigs"),
+        "v1.36.3",
+        now,
+        set(),
+        None,
+        config_namespace,
+    )
+    return [o.as_dict() for o in outcomes]
+
+
+def test_offline_reports_what_a_check_mode_pass_reports_at_every_stage() -> None:
+    """Fresh, fenced and waiting, at the safe time, completed: the offline what-if over the objects as they are
+    then is the check-mode pass over the same cluster, field for field, the time left to the safe time included."""
+    fake = FakeClient(objects())
+    for seconds, write in ((0, True), (129, False), (130, True), (140, False)):
+        now = T0 + timedelta(seconds=seconds)
+        checked = RemediationManager(fake, lambda now=now: now, check_mode=True)  # type: ignore[arg-type]
+        live = [o.as_dict() for o in checked.run("ops", None, wait_timeout=0)]
+        assert offline(fake, now) == live, seconds
+        if write:  # the real pass at that moment moves the object on
+            RemediationManager(fake, lambda now=now: now).run("ops", None, wait_timeout=0)  # type: ignore[arg-type]
+    [fresh] = offline(FakeClient(objects()), T0)
+    assert (fresh["strategy"], fresh["seconds_to_safe_time"]) == ("ResourceDeletion", 130.0)
+    [waiting] = offline(fake, T0)  # (already fenced at T0 by the pass above)
+    assert waiting["time_assumed_rebooted"] == "2026-01-02T03:02:10Z"
+    assert offline(fake, T0, config_namespace="elsewhere") == []

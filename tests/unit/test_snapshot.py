@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.snapshot import SnapshotError, read
+from support.ansible_cli import run_module
+from unit.test_engine_remediation import objects
 
 
 def write(path: Path, data: object) -> str:
@@ -51,3 +53,36 @@ def test_a_file_that_is_not_a_snapshot_is_named(tmp_path: Path, content: str, me
     assert str(path) in str(err.value)
     with pytest.raises(SnapshotError, match="cannot read"):
         read([str(tmp_path / "missing.json")])
+
+
+def test_remediation_offline_from_a_snapshot_or_options(tmp_path: Path) -> None:
+    """The remediation module's what-if through the ansible command: the same answer from a kubectl snapshot and
+    from the objects as options; what it needs is asked for by name."""
+    kinds = {
+        "nodes": "Node",
+        "selfnoderemediationconfigs": "SelfNodeRemediationConfig",
+        "selfnoderemediations": "SelfNodeRemediation",
+        "pods": "Pod",
+        "volumeattachments": "VolumeAttachment",
+    }
+    items = [{"kind": kinds[plural], **obj} for plural, obj in objects()]
+    saved = write(tmp_path / "cluster.json", {"kind": "List", "items": items})
+    common = {"kubernetes_version": "v1.36.3", "now": "2026-01-02T03:00:00Z"}
+    from_file = run_module("remediation", {"snapshot": [saved], **common})
+    assert not from_file.failed, from_file.result
+    options = {
+        "remediations": [i for i in items if i["kind"] == "SelfNodeRemediation"],
+        "nodes": [i for i in items if i["kind"] == "Node"],
+        "pods": [i for i in items if i["kind"] == "Pod"],
+        "volume_attachments": [i for i in items if i["kind"] == "VolumeAttachment"],
+        "configs": [i for i in items if i["kind"] == "SelfNodeRemediationConfig"],
+    }
+    from_options = run_module("remediation", {**options, **common})
+    assert from_file.result["remediations"] == from_options.result["remediations"]
+    [one] = from_file.result["remediations"]
+    assert (one["code"], one["strategy"], one["seconds_to_safe_time"]) == ("Fencing", "ResourceDeletion", 130.0)
+    assert from_file.result["changed"] is False
+    missing = run_module("remediation", {"snapshot": [saved]})
+    assert missing.failed and "kubernetes_version is required offline" in missing.result["msg"]
+    live_only = run_module("remediation", {"pods": []})
+    assert live_only.failed and "pods is only for offline mode" in live_only.result["msg"]

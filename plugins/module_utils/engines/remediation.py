@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from ..core import rfc3339
 from ..core.health import format_time
 from ..core.remediation import (
     FINALIZER,
@@ -65,6 +66,126 @@ RETRIES = 5
 BUSY_POLL_SECONDS = 2.0
 
 
+def seconds_until(stamp: str | None, now: datetime) -> float | None:
+    """Seconds from ``now`` to the time ``stamp`` (0 once it has passed); None without a readable time."""
+    moment = rfc3339.parse(stamp)
+    if moment is None:
+        return None
+    return max(0.0, round((moment - now).total_seconds(), 3))
+
+
+def safe_time_for(
+    node: Mapping[str, Any], config: Mapping[str, Any], workers: int, watchdog_timeout: float | None
+) -> SafeTime:
+    """The safe time for ``node``: its published watchdog timeout, or ``watchdog_timeout`` when that is longer
+    (a setting can lengthen the wait, never shorten it below what the node's agent published)."""
+    watchdog = watchdog_seconds(published_watchdog_timeout(node))
+    if watchdog_timeout is not None:
+        watchdog = max(watchdog, watchdog_seconds(watchdog_timeout))
+    return safe_time(config.get("spec") or {}, workers, watchdog)
+
+
+def decide_step(
+    snr: Mapping[str, Any],
+    node: Mapping[str, Any] | None,
+    config: Mapping[str, Any] | None,
+    workers: int,
+    git_version: str,
+    now: datetime,
+    under_maintenance: bool,
+    pods: list[dict[str, Any]],
+    attachments: list[dict[str, Any]],
+    watchdog_timeout: float | None,
+) -> tuple[Step, str, SafeTime | None]:
+    """The next step for ``snr`` on ``node`` (None: it does not exist) from what was read (or given offline):
+    (the step, the strategy that runs, the safe time when this step would start the wait for it).
+    ``workers``: the number of worker nodes; ``pods`` and ``attachments``: those of the node."""
+    strategy = resolve_strategy((snr.get("spec") or {}).get("remediationStrategy"), git_version)
+    computed = None
+    seconds = 0.0
+    if config is not None and node is not None and not (snr.get("status") or {}).get("timeAssumedRebooted"):
+        computed = safe_time_for(node, config, workers, watchdog_timeout)
+        seconds = float(computed.effective_seconds)
+    step = plan_step(
+        snr,
+        node,
+        now,
+        seconds,
+        strategy,
+        under_maintenance=under_maintenance,
+        pods=pods,
+        attachments=attachments,
+        config_found=config is not None,
+    )
+    return step, strategy, computed
+
+
+def offline_outcomes(
+    remediations: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    attachments: list[dict[str, Any]],
+    configs: list[dict[str, Any]],
+    git_version: str,
+    now: datetime,
+    maintenance: set[str],
+    watchdog_timeout: float | None = None,
+    config_namespace: str | None = None,
+) -> tuple[list[Outcome], list[str]]:
+    """What a check-mode pass reports, from objects given as data: for each SelfNodeRemediation its next step,
+    the strategy that runs and the safe time (the wait it would start, or the one in its status). The objects
+    outside ``config_namespace`` (when set) are ignored, as a live pass ignores them: (outcomes, ignored)."""
+    by_name = {str((n.get("metadata") or {}).get("name")): n for n in nodes}
+    workers = sum(1 for n in nodes if WORKER_LABEL in ((n.get("metadata") or {}).get("labels") or {}))
+    config_by_ns = {
+        str((c.get("metadata") or {}).get("namespace") or ""): c
+        for c in configs
+        if (c.get("metadata") or {}).get("name") == CONFIG_NAME
+    }
+    outcomes: list[Outcome] = []
+    ignored: list[str] = []
+    for snr in sorted(remediations, key=lambda r: (r["metadata"].get("namespace", ""), r["metadata"]["name"])):
+        meta = snr["metadata"]
+        namespace, name, node_name = str(meta.get("namespace", "")), str(meta["name"]), snr_node(snr)
+        if config_namespace and namespace != config_namespace:
+            ignored.append(f"{namespace}/{name}")
+            continue
+        node = by_name.get(node_name)
+        on_node = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node_name] if node else []
+        its = [a for a in attachments if (a.get("spec") or {}).get("nodeName") == node_name] if node else []
+        if phase_of(snr) != REBOOT_COMPLETED:
+            on_node, its = [], []  # a live pass lists them only once the node is assumed rebooted
+        step, strategy, computed = decide_step(
+            snr,
+            node,
+            config_by_ns.get(config_namespace or namespace),
+            workers,
+            git_version,
+            now,
+            node_name in maintenance,
+            on_node,
+            its,
+            watchdog_timeout,
+        )
+        outcome = Outcome(namespace, name, node_name, phase_before=phase_of(snr), strategy=strategy)
+        if computed is not None:
+            outcome.safe_time = computed.as_dict()
+        outcome.code, outcome.reason, outcome.wait_until = step.code, step.reason, step.wait_until
+        outcome.steps.append(step.as_dict())
+        outcome.events = [{"type": t, "reason": r, "message": m} for t, r, m in step.events]
+        status = snr.get("status") or {}
+        outcome.time_assumed_rebooted = status.get("timeAssumedRebooted")
+        outcome.phase = str(status.get("phase") or "")
+        if step.writes:  # reported as a check-mode pass reports it
+            outcome.changed = True
+            RemediationManager._record(step, outcome)
+            outcome.phase = phase_of(snr)
+            outcome.time_assumed_rebooted = outcome.time_assumed_rebooted or outcome.steps[-1].get("wait_until")
+        outcome.seconds_to_safe_time = seconds_until(outcome.time_assumed_rebooted, now)
+        outcomes.append(outcome)
+    return outcomes, ignored
+
+
 class NodeGone(Conflict):
     """The Node went away between its read and the write of its taints: read again and decide again, as for a
     Conflict."""
@@ -94,6 +215,7 @@ class Outcome:
     events: list[dict[str, str]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     rereads: int = 0  # Conflicts met: each one a re-read and a new decision, the stale step dropped
+    seconds_to_safe_time: float | None = None  # from the run's end to timeAssumedRebooted (0 once passed)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -117,6 +239,7 @@ class Outcome:
             "events": self.events,
             "steps": self.steps,
             "rereads": self.rereads,
+            "seconds_to_safe_time": self.seconds_to_safe_time,
         }
 
 
@@ -167,15 +290,6 @@ class RemediationManager:
             return self.client.get(SELF_NODE_REMEDIATION_CONFIGS, CONFIG_NAME, self.config_namespace or namespace)
         except NotFound:
             return None
-
-    def safe_time_for(self, node: Mapping[str, Any], config: Mapping[str, Any]) -> SafeTime:
-        """The safe time for ``node``: its published watchdog timeout, or the module's when that is longer
-        (a setting can lengthen the wait, never shorten it below what the node's agent published)."""
-        nodes = self.client.list(NODES, label_selector=WORKER_LABEL)["items"]
-        watchdog = watchdog_seconds(published_watchdog_timeout(node))
-        if self.watchdog_timeout is not None:
-            watchdog = max(watchdog, watchdog_seconds(self.watchdog_timeout))
-        return safe_time(config.get("spec") or {}, len(nodes), watchdog)
 
     def maintenance(self) -> set[str]:
         try:
@@ -286,6 +400,7 @@ class RemediationManager:
             outcome.time_assumed_rebooted = status.get("timeAssumedRebooted") or last.get("wait_until")
         else:
             outcome.time_assumed_rebooted = status.get("timeAssumedRebooted")
+        outcome.seconds_to_safe_time = seconds_until(outcome.time_assumed_rebooted, self.now())
         return outcome
 
     def _plan(
@@ -298,13 +413,6 @@ class RemediationManager:
     ) -> Step:
         """The next step for ``snr`` on ``node`` (None: no Node ``node_name``), both as just read; the pods, the
         VolumeAttachments, the worker count and the NodeMaintenances are read here."""
-        strategy = resolve_strategy((snr.get("spec") or {}).get("remediationStrategy"), self.git_version())
-        outcome.strategy = strategy
-        seconds = 0.0
-        if config is not None and node is not None and not (snr.get("status") or {}).get("timeAssumedRebooted"):
-            computed = self.safe_time_for(node, config)
-            outcome.safe_time = computed.as_dict()
-            seconds = float(computed.effective_seconds)
         pods: list[dict[str, Any]] = []
         attachments: list[dict[str, Any]] = []
         if node is not None and phase_of(snr) == REBOOT_COMPLETED:
@@ -314,17 +422,25 @@ class RemediationManager:
                 for a in self.client.list(VOLUME_ATTACHMENTS)["items"]
                 if (a.get("spec") or {}).get("nodeName") == node_name
             ]
-        return plan_step(
+        workers = None
+        if config is not None and node is not None and not (snr.get("status") or {}).get("timeAssumedRebooted"):
+            workers = len(self.client.list(NODES, label_selector=WORKER_LABEL)["items"])
+        step, strategy, computed = decide_step(
             snr,
             node,
+            config,
+            workers or 0,
+            self.git_version(),
             self.now(),
-            seconds,
-            strategy,
-            under_maintenance=node_name in self.maintenance(),
-            pods=pods,
-            attachments=attachments,
-            config_found=config is not None,
+            node_name in self.maintenance(),
+            pods,
+            attachments,
+            self.watchdog_timeout,
         )
+        outcome.strategy = strategy
+        if computed is not None:
+            outcome.safe_time = computed.as_dict()
+        return step
 
     def _took(self, snr: Mapping[str, Any], step: Step, outcome: Outcome) -> None:
         """Report ``step`` as taken (its writes, if any, went through) and record its events."""
