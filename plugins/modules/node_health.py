@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_health
 short_description: One Node Health Check pass, medik8s-compatible
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - nodeops.maintenance contributors (@nodeops)
 description:

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: remediation
 short_description: Self Node Remediation manager passes, medik8s-compatible
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - nodeops.maintenance contributors (@nodeops)
 description:
