@@ -308,6 +308,11 @@ def answered(asker: str, asked: str, port: int, context: ssl.SSLContext) -> tupl
 
 def test_a_second_peer_ca_is_refused_and_check_mode_works_on_a_new_controller(deployed: dict[str, Any]) -> None:
     cluster, inventory, extra, tmp = deployed["cluster"], deployed["inventory"], deployed["extra"], deployed["tmp"]
+    # the settings without a default are checked before anything is done
+    for wrong in ({"node_agent_api_server": ""}, {"node_agent_api_ca_file": str(tmp / "no-such-ca.crt")}):
+        proc, recap = run_deploy(cluster, inventory, {**extra, **wrong})
+        assert proc.returncode != 0 and "Set node_agent_api_server to the API server's URL" in proc.stdout, proc.stdout
+        assert all(counts[1] == 0 for counts in recap.values()), recap
     # check mode on a controller that has no CA yet: says what it would do, changes nothing
     fresh = {**extra, "node_agent_pki_dir": str(tmp / "fresh-pki")}
     proc, _recap = run_deploy(cluster, inventory, fresh, "--check")
