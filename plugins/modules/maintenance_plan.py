@@ -48,7 +48,8 @@ options:
       - Namespace of the MaintenanceOperatorConfig named C(default) that holds the limits.
       - When that object does not exist the built-in defaults apply (C(maxParallelOperations=1), no
         C(maxUnavailable)) and RV(config.source) says so.
-      - Not used when O(config) is given, or offline (both O(nodes) and O(node_maintenances) given).
+      - Not used when O(config) is given, or offline with O(nodes) and O(node_maintenances) (with O(snapshot) it
+        picks the snapshot's C(MaintenanceOperatorConfig)).
     type: str
     default: nodeops-maintenance
   nodes:
@@ -72,8 +73,8 @@ options:
     description:
       - Offline mode from files, read on the host the task runs on, as C(kubectl get ... -o json) (or C(-o yaml))
         saves them. Each file holds one object or a List of them. Its C(Node) objects are the nodes, its
-        C(NodeMaintenance) objects the requests, and a C(MaintenanceOperatorConfig) (the one named C(default))
-        the limits unless O(config) is given.
+        C(NodeMaintenance) objects the requests, and the C(MaintenanceOperatorConfig) named C(default) in
+        O(config_namespace) the limits unless O(config) is given.
       - For example C(kubectl get nodes,nodemaintenances,maintenanceoperatorconfigs -A -o json > cluster.json).
       - Much faster than passing thousands of objects as O(nodes) and O(node_maintenances), which Ansible
         serializes into the module's arguments.
@@ -399,9 +400,13 @@ def main() -> None:
         if p["snapshot"] is not None:
             saved = snapshot.read(p["snapshot"])
             p["nodes"], p["node_maintenances"] = saved.get("Node", []), saved.get("NodeMaintenance", [])
-            configs = [c for c in saved.get("MaintenanceOperatorConfig", []) if _name(c) == DEFAULT_CONFIG]
+            configs = [
+                c
+                for c in saved.get("MaintenanceOperatorConfig", [])
+                if _name(c) == DEFAULT_CONFIG and (c.get("metadata") or {}).get("namespace") == p["config_namespace"]
+            ]
             if p["config"] is None and configs:
-                p["config"] = {k: configs[0].get("spec", {}).get(k) for k in CONFIG_FIELDS}
+                p["config"] = {k: (configs[0].get("spec") or {}).get(k) for k in CONFIG_FIELDS}
                 config_source = f"MaintenanceOperatorConfig {configs[0].get('metadata', {}).get('namespace')}/default"
                 config_source += " (snapshot)"
     except ValueError as exc:

@@ -24,7 +24,9 @@ description:
   - A new remediation takes the node's Lease C(node-<node>) in O(node_lease_namespace), held as
     C(NodeHealthCheck-<name>) for the remediation's timeout (10 minutes for a single template) plus one minute; a
     node whose Lease someone else holds (a node maintenance holds it as C(node-maintenance)) is skipped with the
-    code C(SkippedNodeLease) and looked at again in a minute. The Lease is renewed while the remediation runs. Once
+    code C(SkippedNodeLease) and looked at again in a minute. A pass renews the Lease of a remediation in progress
+    once it runs out within the remediation's timeout, so run passes at least every 10 minutes; as in medik8s, a
+    pass that may not remediate (paused, too few healthy nodes, storm cooldown) leaves Leases alone. Once
     its C(acquireTime) is three times the timeout past (plus the timeouts of earlier escalation steps), the
     remediation is overdue. The Lease is then given up and the remediation object annotated
     C(remediation.medik8s.io/nhc-timed-out), so a single template's remediation times out after 30 minutes. The
@@ -372,7 +374,11 @@ def _from_snapshot(params: dict[str, Any]) -> None:
         obj for kind in sorted(kinds) for obj in saved.get(kind, []) if not nhc or owned_by(obj, nhc)
     ]
     params["node_maintenances"] = saved.get("NodeMaintenance", [])
-    params["leases"] = saved.get("Lease", [])
+    # only the node Lease namespace's: kube-node-lease holds a Lease named after each node, too
+    namespace = params["node_lease_namespace"]
+    params["leases"] = [
+        obj for obj in saved.get("Lease", []) if (obj.get("metadata") or {}).get("namespace") == namespace
+    ]
 
 
 def main() -> None:

@@ -291,6 +291,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import StrategyError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
+    RemediationInputError,
     RemediationManager,
     offline_outcomes,
 )
@@ -340,7 +341,14 @@ def _offline(module: K8sModule, params: dict[str, Any]) -> None:
             params["watchdog_timeout"],
             params["config_namespace"],
         )
-    except (SafeTimeError, StrategyError, SchedulerInputError, HealthSpecError, snapshot.SnapshotError) as err:
+    except (
+        SafeTimeError,
+        StrategyError,
+        SchedulerInputError,
+        HealthSpecError,
+        RemediationInputError,
+        snapshot.SnapshotError,
+    ) as err:
         module.fail_json(msg=str(err))
     module.exit_json(
         changed=False,

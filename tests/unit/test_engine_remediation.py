@@ -661,3 +661,17 @@ def test_offline_reports_what_a_check_mode_pass_reports_at_every_stage() -> None
     [waiting] = offline(fake, T0)  # (already fenced at T0 by the pass above)
     assert waiting["time_assumed_rebooted"] == "2026-01-02T03:02:10Z"
     assert offline(fake, T0, config_namespace="elsewhere") == []
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        ({"spec": {}}, r"remediations\[0\]: not a SelfNodeRemediation"),
+        ({"metadata": {"name": "w1"}, "spec": "fast"}, r"remediations\[0\] \(w1\): spec and status must be mappings"),
+    ],
+)
+def test_offline_input_that_is_not_an_object_is_named(broken: dict[str, Any], message: str) -> None:
+    with pytest.raises(engine.RemediationInputError, match=message):
+        engine.offline_outcomes([broken], [], [], [], [], "v1.36.3", T0, set())
+    with pytest.raises(engine.RemediationInputError, match=r"nodes\[0\]: not a Kubernetes object"):
+        engine.offline_outcomes([], ["w1"], [], [], [], "v1.36.3", T0, set())  # type: ignore[list-item]

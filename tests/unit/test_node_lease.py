@@ -54,8 +54,8 @@ def test_a_lease_is_held_from_its_renewal_for_its_duration() -> None:
     one = nodelease.read(lease("b", "node-maintenance", renewed=100, duration=3600))
     assert one.held_by_other(HOLDER, NOW) and not one.held_by_other("node-maintenance", NOW)
     assert not nodelease.read(lease("b", "node-maintenance", renewed=3601, duration=3600)).held_by_other(HOLDER, NOW)
-    # renewed "in the future" (a clock ahead): not a valid hold, as upstream
-    assert not nodelease.read(lease("b", "other", renewed=-5)).held_by_other(HOLDER, NOW)
+    # renewed "in the future" (the holder's clock runs ahead of this host's): held all the same
+    assert nodelease.read(lease("b", "other", renewed=-5)).held_by_other(HOLDER, NOW)
     empty = nodelease.read({"metadata": {"name": "node-b"}, "spec": {"holderIdentity": "other"}})
     assert not empty.held_by_other(HOLDER, NOW)
     assert nodelease.name_for("Worker-1") == "node-worker-1" and nodelease.holder_for("n") == HOLDER
@@ -119,6 +119,36 @@ def test_a_single_templates_remediation_is_overdue_after_thirty_minutes() -> Non
     rems[0]["metadata"]["annotations"][TIMED_OUT_ANNOTATION] = "2026-01-02T03:10:00Z"
     after = evaluate(SPEC, NODES, rems, NOW, (), (), {}, HOLDER)
     assert after.decision("b").code == Code.REMEDIATING and after.to_remediate == () and after.lease_writes == ()
+
+
+def test_a_new_remediation_is_timed_from_now_even_under_a_lease_left_from_an_earlier_one() -> None:
+    """The node flapped (or its object was deleted to retry) before a pass gave its Lease up: the new remediation
+    takes the Lease afresh, so it is not overdue on the earlier one's acquire time."""
+    old = held(lease("b", HOLDER, renewed=2 * 3600, acquired=3 * 3600))
+    evaluation = evaluate(SPEC, NODES, [], NOW, (), (), old, HOLDER)
+    [take] = evaluation.lease_writes
+    assert take.fresh
+    spec = nodelease.spec_after(take, NOW)
+    assert spec["acquireTime"] == nodelease.micro_time(NOW) and spec["leaseTransitions"] == 1
+    # the next pass keeps it: not overdue
+    taken = nodelease.NodeLease("b", HOLDER, NOW, NOW, 660.0)
+    later = NOW + timedelta(seconds=30)
+    rems = [snr("b")]
+    rems[0]["metadata"]["creationTimestamp"] = "2026-01-02T03:10:00Z"
+    after = evaluate(SPEC, NODES, rems, later, (), (), {"b": taken}, HOLDER)
+    assert after.lease_writes == () and after.to_mark_timed_out == ()
+
+
+def test_lease_fields_out_of_range_are_named() -> None:
+    for duration in (0, 2**31, 10**15):
+        with pytest.raises(HealthInputError, match="leaseDurationSeconds"):
+            node_leases([lease("b", HOLDER, renewed=60, duration=duration)])
+    late = lease("b", HOLDER, renewed=60, duration=2**31 - 1)
+    late["spec"]["renewTime"] = "9999-12-31T00:00:00.000000Z"
+    with pytest.raises(HealthInputError, match="past the year 9999"):
+        node_leases([late])
+    with pytest.raises(HealthInputError, match="leases: give name too"):
+        offline_pass(SPEC, NODES, [], NOW, leases=[lease("b", HOLDER, renewed=60)])
 
 
 def test_someone_elses_lease_over_a_remediation_in_progress_is_left_alone() -> None:
@@ -187,9 +217,12 @@ def test_renewal_and_release_are_conditional_on_the_lease_as_read() -> None:
     fake.put("leases", lease("b", HOLDER, renewed=300, acquired=600), new=True)
     key = ("leases", NS, "node-b")
     listed = fake.store[key]["metadata"]["resourceVersion"]
+    fake.change(key, lambda obj: obj["metadata"].update(ownerReferences=[{"kind": "Node", "name": "b", "uid": "n"}]))
+    listed = fake.store[key]["metadata"]["resourceVersion"]
     result = run_pass(fake)
     assert result.leases == [{"node": "b", "lease": "node-b", "action": "renew", "duration_seconds": 660}]
     renewed = fake.store[key]
+    assert renewed["metadata"]["ownerReferences"] == [{"kind": "Node", "name": "b", "uid": "n"}]
     assert renewed["metadata"]["resourceVersion"] != listed
     assert renewed["spec"]["renewTime"] == nodelease.micro_time(NOW)
     assert renewed["spec"]["acquireTime"] == nodelease.micro_time(NOW - timedelta(seconds=600))

@@ -20,6 +20,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health im
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
     PassResult,
     offline_pass,
+    pass_events,
     remediations_after,
 )
 from unit.test_core_health import NOW, TEMPLATE, WORKER, node, rem
@@ -196,3 +197,13 @@ def test_a_storm_condition_whose_time_cannot_be_read_is_an_error_naming_it() -> 
         evaluate(spec(), nodes, [], NOW, (), conditions)
     with pytest.raises(HealthSpecError, match="stormCooldownDuration"):
         evaluate(spec(stormCooldownDuration="-5s"), nodes, [], NOW)
+
+
+def test_a_disabled_check_records_no_storm_event() -> None:
+    """A missing template disables the NodeHealthCheck: its storm conditions are not changed, so no storm event
+    says they were."""
+    cluster = Cluster(healthy=3, unhealthy=3)
+    result = cluster.pass_at(0)
+    assert "StormRecoveryStarted" in reasons(result)
+    result.disabled = "template SelfNodeRemediationTemplate ops/automatic not found"
+    assert [e["reason"] for e in pass_events(result)] == ["Disabled"]

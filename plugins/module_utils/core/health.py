@@ -815,7 +815,7 @@ def evaluate(
                 )
                 continue
             duration = nodelease.lease_seconds(step.timeout_seconds)
-            work.lease_writes.append(nodelease.LeaseWrite(name, "take", holder, duration, lease))
+            work.lease_writes.append(nodelease.LeaseWrite(name, "take", holder, duration, lease, fresh=not rems))
         if cp:
             cp_remediated.add(name)
         work.to_remediate.append(RemediationRequest(name, step, cp))
@@ -918,7 +918,7 @@ def _keep_lease(
     if lease is None or lease.holder != holder:
         return ""
     template = _template_of(current, templates) or templates[0]
-    index = templates.index(template) if template in templates else 0
+    index = templates.index(template)
     length = template.timeout_seconds if template.timeout_seconds is not None else nodelease.DEFAULT_REMEDIATION_SECONDS
     previous = sum(t.timeout_seconds or 0.0 for t in templates[:index])
     overdue = nodelease.overdue_at(lease, length, previous)

@@ -20,14 +20,13 @@ holds it as ``node-maintenance``. Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from . import rfc3339
 
 NAMESPACE = "medik8s-leases"
-NODE_MAINTENANCE_HOLDER = "node-maintenance"
 #: The length of a remediation from a template without a timeout (a single template).
 DEFAULT_REMEDIATION_SECONDS = 600.0
 #: Added to the remediation's length for the Lease's duration.
@@ -36,6 +35,8 @@ BUFFER_SECONDS = 60.0
 MAX_EXTENSIONS = 2
 #: When the Lease is held by someone else, look again after this long.
 TAKEN_RETRY_SECONDS = 60.0
+#: The longest leaseDurationSeconds the API server stores (int32).
+MAX_DURATION_SECONDS = 2**31 - 1
 
 
 class NodeLeaseError(ValueError):
@@ -62,6 +63,8 @@ class NodeLease:
     transitions: int = 0
     uid: str = ""
     resource_version: str = ""
+    #: the Lease's metadata as read: a replace keeps its owner references, labels and annotations
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def expires(self) -> datetime | None:
         if self.renewed is None or self.duration is None:
@@ -69,9 +72,11 @@ class NodeLease:
         return self.renewed + timedelta(seconds=self.duration)
 
     def held_by_other(self, holder: str, now: datetime) -> bool:
-        """Held, now, by someone other than ``holder``."""
+        """Held, now, by someone other than ``holder``: until ``renewTime + leaseDurationSeconds``. A renewal time
+        ahead of ``now`` (the holder's clock runs ahead of this host's) still holds: a pass run from elsewhere
+        than the cluster must not take a node someone else just took."""
         end = self.expires()
-        return self.holder != holder and end is not None and self.renewed is not None and self.renewed <= now <= end
+        return self.holder != holder and end is not None and now <= end
 
 
 def read(obj: Mapping[str, Any]) -> NodeLease:
@@ -92,31 +97,49 @@ def read(obj: Mapping[str, Any]) -> NodeLease:
             raise NodeLeaseError(str(err)) from err
 
     duration = spec.get("leaseDurationSeconds")
-    if duration is not None and (isinstance(duration, bool) or not isinstance(duration, int)):
-        raise NodeLeaseError(f"Lease {name}: spec.leaseDurationSeconds: {duration!r} is not a whole number.")
+    if duration is not None and (
+        isinstance(duration, bool) or not isinstance(duration, int) or not 0 < duration <= MAX_DURATION_SECONDS
+    ):
+        raise NodeLeaseError(
+            f"Lease {name}: spec.leaseDurationSeconds: {duration!r} is not a whole number of seconds from 1 to "
+            f"{MAX_DURATION_SECONDS}."
+        )
+    renewed = stamp("renewTime")
+    if renewed is not None and duration is not None:
+        try:
+            renewed + timedelta(seconds=duration)
+        except OverflowError:
+            raise NodeLeaseError(
+                f"Lease {name}: spec.renewTime: {spec.get('renewTime')!r} plus leaseDurationSeconds is past the year "
+                "9999."
+            ) from None
     transitions = spec.get("leaseTransitions") or 0
     return NodeLease(
         node=name[len("node-") :],
         holder=str(spec.get("holderIdentity") or ""),
         acquired=stamp("acquireTime"),
-        renewed=stamp("renewTime"),
+        renewed=renewed,
         duration=float(duration) if duration is not None else None,
         transitions=transitions if isinstance(transitions, int) and not isinstance(transitions, bool) else 0,
         uid=str(meta.get("uid") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
+        metadata=dict(meta),
     )
 
 
 @dataclass(frozen=True)
 class LeaseWrite:
     """A write of a node's Lease: ``take`` (create, take over or extend it for ``duration`` seconds),
-    ``renew`` (extend one held), or ``release`` (delete it). ``current`` is the Lease as read (None: none)."""
+    ``renew`` (extend one held), or ``release`` (delete it). ``current`` is the Lease as read (None: none).
+    A ``fresh`` take starts a new remediation of the node: it is acquired now even when the Lease is already
+    ours (left from an earlier remediation), so the new one is not overdue on the old one's time."""
 
     node: str
     action: str
     holder: str
     duration: float = 0.0
     current: NodeLease | None = None
+    fresh: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"node": self.node, "lease": name_for(self.node), "action": self.action}
@@ -134,7 +157,7 @@ def spec_after(write: LeaseWrite, now: datetime) -> dict[str, Any]:
     """The Lease's spec after a ``take`` or ``renew``: the acquire time stays while the holder keeps it (and
     had one), a takeover counts a transition."""
     current = write.current
-    kept = current is not None and current.holder == write.holder
+    kept = current is not None and current.holder == write.holder and not write.fresh
     acquired = current.acquired if kept and current is not None and current.acquired is not None else now
     transitions = (current.transitions if current is not None else 0) + (0 if kept or current is None else 1)
     return {

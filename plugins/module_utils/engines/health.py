@@ -20,6 +20,7 @@ evaluated again (at most REEVALUATIONS times per pass, then Conflict). A deletio
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,8 @@ PART_OF_LABEL = "app.kubernetes.io/part-of"
 PART_OF_VALUE = "node-healthcheck-controller"
 MULTIPLE_TEMPLATES_ANNOTATION = "remediation.medik8s.io/multiple-templates-support"
 NHC_API_VERSION = "remediation.medik8s.io/v1alpha1"
+#: What a node Lease's replace keeps of its metadata as read.
+LEASE_METADATA_KEPT = ("ownerReferences", "labels", "annotations")
 #: Refused writes per pass: each one a new read of everything and a new evaluation.
 REEVALUATIONS = 5
 #: Seconds a pass waits for the NodeHealthCheck's Lease by default: longer than the Lease lasts after the last
@@ -370,7 +373,7 @@ STORM_EVENTS: dict[str, dict[str, str]] = {
 }
 
 
-def evaluation_events(evaluation: Evaluation, created_nodes: set[str]) -> list[dict[str, str]]:
+def evaluation_events(evaluation: Evaluation, created_nodes: set[str], storm: bool = True) -> list[dict[str, str]]:
     """Events upstream records for a pass: DetectedUnhealthy and RemediationCreated for new remediations,
     RemediationSkipped (Warning) for unhealthy nodes left alone, InvalidNodeLabel for messages."""
     events: list[dict[str, str]] = []
@@ -394,6 +397,8 @@ def evaluation_events(evaluation: Evaluation, created_nodes: set[str]) -> list[d
             events.append({"reason": "NoTemplateLeft", "type": "Warning", "message": f"Node {d.node}: {d.reason}"})
     for message in evaluation.messages:
         events.append({"reason": "InvalidNodeLabel", "type": "Warning", "message": message})
+    if not storm:
+        return events
     events.extend(STORM_EVENTS[reason] for reason in evaluation.storm.events)
     if evaluation.storm.blocked:
         events.append(
@@ -422,7 +427,12 @@ def offline_pass(
     old = status or {}
     if not isinstance(old, Mapping):
         raise HealthInputError("status: must be a mapping (the status of the NodeHealthCheck as read).")
-    held = node_leases(leases)
+    leases = list(leases)
+    if leases and not name:
+        raise HealthInputError(
+            "leases: give name too, the NodeHealthCheck whose node Leases they may be (held as NodeHealthCheck-<name>)."
+        )
+    held = node_leases(leases) if name else None  # as a live pass of a spec without a NodeHealthCheck
     holder = nodelease.holder_for(name) if name else ""
     evaluation = evaluate(spec, nodes, remediations, now, maintenance, old.get("conditions") or [], held, holder)
     result = PassResult(evaluation)
@@ -459,8 +469,8 @@ def in_write_order(writes: Iterable[nodelease.LeaseWrite]) -> list[nodelease.Lea
 
 def pass_events(result: PassResult) -> list[dict[str, str]]:
     """The events of a pass, from what it wrote (or would write): the evaluation's, one RemediationRemoved per
-    deletion, and Disabled."""
-    events = evaluation_events(result.evaluation, {c["node"] for c in result.created})
+    deletion, and Disabled (a disabled NodeHealthCheck changes no storm state, so it records no storm event)."""
+    events = evaluation_events(result.evaluation, {c["node"] for c in result.created}, storm=not result.disabled)
     for deleted in result.deleted:
         events.append(
             {
@@ -671,7 +681,8 @@ class HealthPass:
         result.created.extend(done.created)
         result.deleted.extend(done.deleted)
         result.marked.extend(done.marked)
-        result.leases.extend(done.leases)
+        # a Lease written again after a re-read (taken, then found taken by this pass) is listed once, as last written
+        result.leases.extend({(w["node"], w["action"]): w for w in done.leases}.values())
 
         if nhc is not None:
             if writes:
@@ -794,10 +805,12 @@ class HealthPass:
                 return  # already given up (or expired and deleted by someone else)
             done.leases.append(write.as_dict())
             return
+        # a replace keeps what the Lease carries besides its spec (the owner reference to its Node, labels)
+        kept = {k: v for k, v in (current.metadata if current else {}).items() if k in LEASE_METADATA_KEPT}
         body: dict[str, Any] = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {**copy.deepcopy(kept), "name": name, "namespace": namespace},
             "spec": nodelease.spec_after(write, moment),
         }
         if current is None:

@@ -135,6 +135,18 @@ def offline_outcomes(
     """What a check-mode pass reports, from objects given as data: for each SelfNodeRemediation its next step,
     the strategy that runs and the safe time (the wait it would start, or the one in its status). The objects
     outside ``config_namespace`` (when set) are ignored, as a live pass ignores them: (outcomes, ignored)."""
+    for index, snr in enumerate(remediations):
+        meta = snr.get("metadata") if isinstance(snr, Mapping) else None
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise RemediationInputError(f"remediations[{index}]: not a SelfNodeRemediation (no metadata.name).")
+        if not isinstance(snr.get("spec") or {}, Mapping) or not isinstance(snr.get("status") or {}, Mapping):
+            raise RemediationInputError(f"remediations[{index}] ({meta['name']}): spec and status must be mappings.")
+    for kind, objs in (("nodes", nodes), ("pods", pods), ("volume_attachments", attachments), ("configs", configs)):
+        for index, obj in enumerate(objs):
+            if not isinstance(obj, Mapping) or not isinstance(obj.get("metadata") or {}, Mapping):
+                raise RemediationInputError(f"{kind}[{index}]: not a Kubernetes object (a mapping with metadata).")
+            if not isinstance(obj.get("spec") or {}, Mapping):
+                raise RemediationInputError(f"{kind}[{index}]: spec must be a mapping.")
     by_name = {str((n.get("metadata") or {}).get("name")): n for n in nodes}
     workers = sum(1 for n in nodes if WORKER_LABEL in ((n.get("metadata") or {}).get("labels") or {}))
     config_by_ns = {
@@ -184,6 +196,10 @@ def offline_outcomes(
         outcome.seconds_to_safe_time = seconds_until(outcome.time_assumed_rebooted, now)
         outcomes.append(outcome)
     return outcomes, ignored
+
+
+class RemediationInputError(ValueError):
+    """Offline input that is not what it should be; the message names the item."""
 
 
 class NodeGone(Conflict):
