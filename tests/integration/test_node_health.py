@@ -441,6 +441,85 @@ def _epoch(stamp: str) -> float:
     return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
+def test_every_event_of_a_pass_is_recorded_on_the_nodehealthcheck(
+    cluster: Any, api: k8s.ApiClient, setup: dict[str, Any]
+) -> None:
+    """DetectedUnhealthy, RemediationCreated and InvalidNodeLabel when a node is remediated; NoTemplateLeft once
+    every escalation step timed out; Disabled (and the status' Disabled condition) for a template that is missing;
+    RemediationRemoved when the node is healthy again."""
+    auth = token_auth(cluster)
+    objs, ns, nhc = setup["objs"], setup["namespace"], setup["nhc"]
+    core = k8s.CoreV1Api(api)
+    dead = setup["nodes"][0]
+
+    def reasons() -> list[str]:
+        events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={nhc}").items
+        return [e.reason for e in events]
+
+    def patch_spec(spec: dict[str, Any]) -> None:
+        objs.patch_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc, {"spec": spec})
+
+    def one_pass() -> dict[str, Any]:
+        run = run_module("node_health", {**auth, "name": nhc})
+        assert not run.failed, run.result
+        return run.result
+
+    patch_spec({"minHealthy": 2})
+    core.patch_node(dead, {"metadata": {"labels": {EXCLUDE: ""}}})  # empty: not excluded, called out
+    kwok.stop_heartbeat(api, dead)
+    kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
+    kwok.wait_until(
+        lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
+        30,
+        "the condition duration to pass",
+    )
+    assert one_pass()["remediated_nodes"] == [dead]
+    assert {"DetectedUnhealthy", "RemediationCreated", "InvalidNodeLabel"} <= set(reasons())
+
+    # one escalation step, and its object timed out: no template left
+    template = dict(nhc_body(nhc, "t", ns, 2)["spec"]["remediationTemplate"])
+    patch_spec(
+        {
+            "remediationTemplate": None,
+            "escalatingRemediations": [{"remediationTemplate": template, "order": 0, "timeout": "60s"}],
+        }
+    )
+    objs.patch_namespaced_custom_object(
+        SNR_GROUP,
+        VERSION,
+        ns,
+        "selfnoderemediations",
+        dead,
+        {"metadata": {"annotations": {"remediation.medik8s.io/nhc-timed-out": "2026-01-02T03:04:05Z"}}},
+    )
+    assert one_pass()["not_remediated"][dead]["code"] == "NoTemplateLeft"
+    assert "NoTemplateLeft" in reasons()
+
+    # a second step whose template is missing: the NodeHealthCheck is disabled, nothing is created
+    missing = {**template, "name": "no-such-template"}
+    patch_spec(
+        {
+            "escalatingRemediations": [
+                {"remediationTemplate": template, "order": 0, "timeout": "60s"},
+                {"remediationTemplate": missing, "order": 1, "timeout": "60s"},
+            ]
+        }
+    )
+    disabled = one_pass()
+    assert disabled["phase"] == "Disabled" and disabled["remediated_nodes"] == [], disabled
+    status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
+    [condition] = [c for c in status["conditions"] if c["type"] == "Disabled"]
+    assert (condition["status"], condition["reason"]) == ("True", "RemediationTemplateNotFound")
+    assert "Disabled" in reasons() and [s["metadata"]["name"] for s in snrs(objs, ns)] == [dead]
+
+    # back to the single template, the node healthy again: its object goes
+    patch_spec({"escalatingRemediations": None, "remediationTemplate": template})
+    kwok.start_heartbeat(api, dead)
+    kwok.wait_node_ready_status(api, dead, "True", timeout=60)
+    assert [d["name"] for d in one_pass()["deleted"]] == [dead]
+    assert "RemediationRemoved" in reasons() and snrs(objs, ns) == []
+
+
 def test_unknown_nhc_fails_clearly(cluster: Any, crds: None, tmp_path: Path) -> None:
     run = run_module("node_health", {**token_auth(cluster), "name": "no-such-nhc"})
     assert run.failed
