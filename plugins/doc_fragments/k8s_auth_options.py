@@ -73,6 +73,45 @@ options:
       - URL of an HTTP proxy to reach the API server through.
       - Can also be set with the E(K8S_AUTH_PROXY) environment variable.
     type: str
+  no_proxy:
+    description:
+      - Hosts reached without O(proxy), comma separated (host names, domain suffixes such as V(.example.com), IP
+        addresses, or V(*)); when the API server's host matches, the proxy is not used.
+      - Can also be set with the E(K8S_AUTH_NO_PROXY) environment variable.
+    type: str
+  proxy_headers:
+    description:
+      - Headers for O(proxy).
+    type: dict
+    suboptions:
+      proxy_basic_auth:
+        description:
+          - C(user:password) for the proxy's basic authentication.
+        type: str
+      basic_auth:
+        description:
+          - C(user:password) for basic authentication.
+        type: str
+      user_agent:
+        description:
+          - The User-Agent sent to the proxy.
+        type: str
+  impersonate_user:
+    description:
+      - Act as this user (the API server checks that the credential may impersonate it).
+      - Can also be set with the E(K8S_AUTH_IMPERSONATE_USER) environment variable.
+    type: str
+  impersonate_groups:
+    description:
+      - Act with these groups; needs O(impersonate_user).
+      - Can also be set with the E(K8S_AUTH_IMPERSONATE_GROUPS) environment variable (comma separated).
+    type: list
+    elements: str
+  persist_config:
+    description:
+      - Write tokens that the kubeconfig's auth provider refreshes back to the kubeconfig file.
+      - Can also be set with the E(K8S_AUTH_PERSIST_CONFIG) environment variable.
+    type: bool
 notes:
   - The connection options have the names and environment variables of C(kubernetes.core), so the same
     C(module_defaults) values and AWX/AAP credentials work. Set them once for every module of this

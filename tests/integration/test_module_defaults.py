@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support.ansible_cli import BIN, clean_env
+from support.ansible_cli import BIN, clean_env, run_module
 
 pytestmark = pytest.mark.integration
 
@@ -43,3 +43,16 @@ def test_connection_settings_from_module_defaults(cluster: Any, tmp_path: Path, 
     # without them there is nothing to connect to: the same play fails
     alone = play(tmp_path, {})
     assert alone.returncode != 0
+
+
+def test_impersonation_acts_as_the_user_and_groups_given(cluster: Any) -> None:
+    """The API server decides as the impersonated user: a user with no rights is refused, and the same user in
+    the system:masters group is not."""
+    auth = {"host": cluster.server, "api_key": cluster.token, "ca_cert": str(cluster.ca_file)}
+    refused = run_module("node_info", {**auth, "impersonate_user": "nobody@example.com"})
+    assert refused.failed and "Forbidden" in refused.result["msg"], refused.result
+    assert "nobody@example.com" in refused.result["msg"]
+    allowed = run_module(
+        "node_info", {**auth, "impersonate_user": "nobody@example.com", "impersonate_groups": ["system:masters"]}
+    )
+    assert not allowed.failed and allowed.result["nodes"], allowed.result

@@ -124,6 +124,54 @@ def test_basic_auth_header() -> None:
     assert Client(cfg)._headers(None)["Authorization"].startswith("Basic ")
 
 
+def test_impersonation_sends_one_header_line_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    params = {"host": "https://h:1", "api_key": "t", "impersonate_user": "ann", "impersonate_groups": ["a", "b"]}
+    headers = Client(load_configuration(empty_params() | params))._headers(None)
+    assert headers["Impersonate-User"] == "ann"
+    assert [v for k, v in headers.items() if k == "Impersonate-Group"] == ["a", "b"]
+    assert "Impersonate-User" not in Client(load_configuration(empty_params() | {"host": "https://h:1"}))._headers(None)
+    with pytest.raises(errors.ConfigError, match="impersonate_groups needs impersonate_user"):
+        load_configuration(empty_params() | {"host": "https://h:1", "impersonate_groups": ["a"]})
+    env = {"K8S_AUTH_IMPERSONATE_USER": "bob", "K8S_AUTH_IMPERSONATE_GROUPS": "x, y"}
+    out = auth_params_from_env(empty_params(), env)
+    assert (out["impersonate_user"], out["impersonate_groups"]) == ("bob", ["x", "y"])
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "direct"),
+    [(None, False), ("other.example", False), ("127.0.0.1", True), (".example.com", True), ("*", True)],
+)
+def test_no_proxy_reaches_a_listed_api_server_directly(no_proxy: str | None, direct: bool) -> None:
+    import urllib3
+
+    host = "https://127.0.0.1:6443" if no_proxy in ("127.0.0.1", None, "other.example") else "https://api.example.com"
+    params = {"host": host, "api_key": "t", "proxy": "http://proxy:3128", "no_proxy": no_proxy}
+    params["proxy_headers"] = {"proxy_basic_auth": "u:p", "user_agent": "me"}
+    client = Client(load_configuration(empty_params() | params))
+    assert isinstance(client._pool, urllib3.ProxyManager) is not direct
+    if not direct:
+        assert client._pool.proxy_headers["proxy-authorization"].startswith("Basic ")
+        assert client._pool.proxy_headers["user-agent"] == "me"
+
+
+def test_persist_config_is_passed_to_the_kubeconfig_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes import config as k8s_config
+
+    seen: list[bool] = []
+    real = k8s_config.load_kube_config
+
+    def loader(*args: object, persist_config: bool = True, **kwargs: object) -> None:
+        seen.append(persist_config)
+        real(*args, persist_config=persist_config, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(k8s_config, "load_kube_config", loader)
+    kc = tmp_path / "kc"
+    write_kubeconfig(kc, "https://10.1.1.1:6443", "t")
+    load_configuration(empty_params() | {"kubeconfig": str(kc)})
+    load_configuration(empty_params() | {"kubeconfig": str(kc), "persist_config": True})
+    assert seen == [False, True]
+
+
 @pytest.mark.parametrize(
     ("status", "body", "cls", "text"),
     [

@@ -53,6 +53,19 @@ AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
     "client_cert": {"type": "path", "aliases": ["cert_file"], "env": "K8S_AUTH_CERT_FILE"},
     "client_key": {"type": "path", "aliases": ["key_file"], "no_log": False, "env": "K8S_AUTH_KEY_FILE"},
     "proxy": {"type": "str", "env": "K8S_AUTH_PROXY"},
+    "no_proxy": {"type": "str", "env": "K8S_AUTH_NO_PROXY"},
+    "proxy_headers": {
+        "type": "dict",
+        "options": {
+            "proxy_basic_auth": {"type": "str", "no_log": True},
+            "basic_auth": {"type": "str", "no_log": True},
+            "user_agent": {"type": "str"},
+        },
+        "env": None,
+    },
+    "impersonate_user": {"type": "str", "env": "K8S_AUTH_IMPERSONATE_USER"},
+    "impersonate_groups": {"type": "list", "elements": "str", "env": "K8S_AUTH_IMPERSONATE_GROUPS"},
+    "persist_config": {"type": "bool", "env": "K8S_AUTH_PERSIST_CONFIG"},
 }
 
 # How the API server words a failed UID precondition: the storage layer ("Precondition failed: UID in
@@ -149,10 +162,12 @@ def auth_params_from_env(params: dict[str, Any], environ: Mapping[str, str] | No
     for name, spec in AUTH_ARG_SPEC.items():
         if out.get(name) is not None:
             continue
-        raw = env.get(spec["env"])
+        raw = env.get(spec["env"]) if spec["env"] else None
         if raw is None or raw == "":
             continue
-        if spec["type"] == "bool":
+        if spec["type"] == "list":
+            out[name] = [item.strip() for item in raw.split(",") if item.strip()]
+        elif spec["type"] == "bool":
             low = raw.strip().lower()
             if low not in _TRUE | _FALSE:
                 raise ConfigError(f"{spec['env']}={raw!r} is not a boolean; use true or false.")
@@ -175,6 +190,8 @@ def load_configuration(params: dict[str, Any]) -> Any:
 
     p = params
     cfg = k8s_client.Configuration()
+    # persist_config: tokens an auth provider refreshes are written back to the kubeconfig file
+    persist = bool(p.get("persist_config"))
     has_creds = p.get("api_key") or (p.get("username") and p.get("password")) or p.get("client_cert")
     try:
         if p.get("host") and has_creds and not (p.get("kubeconfig") or p.get("context")):
@@ -182,19 +199,19 @@ def load_configuration(params: dict[str, Any]) -> Any:
         elif isinstance(p.get("kubeconfig"), dict):
             k8s_config.load_kube_config_from_dict(
                 config_dict=p["kubeconfig"], context=p.get("context"), client_configuration=cfg, persist_config=False
-            )
+            )  # an inline kubeconfig has no file to write refreshed tokens to
         elif p.get("kubeconfig") or p.get("context"):
             path = os.path.expanduser(p["kubeconfig"]) if p.get("kubeconfig") else None
             if path and not os.path.exists(path):
                 raise ConfigError(f"kubeconfig file {path} does not exist; set kubeconfig to an existing file.")
             k8s_config.load_kube_config(
-                config_file=path, context=p.get("context"), client_configuration=cfg, persist_config=False
+                config_file=path, context=p.get("context"), client_configuration=cfg, persist_config=persist
             )
         elif os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
             k8s_config.load_incluster_config(client_configuration=cfg)
         else:
             try:
-                k8s_config.load_kube_config(client_configuration=cfg, persist_config=False)
+                k8s_config.load_kube_config(client_configuration=cfg, persist_config=persist)
             except (ConfigException, OSError):
                 if not p.get("host"):
                     raise ConfigError(
@@ -227,12 +244,36 @@ def load_configuration(params: dict[str, Any]) -> Any:
         cfg.verify_ssl = p["validate_certs"]
     if p.get("proxy"):
         cfg.proxy = p["proxy"]
+    if p.get("no_proxy"):
+        cfg.no_proxy = p["no_proxy"]
+    headers = {k: v for k, v in (p.get("proxy_headers") or {}).items() if v}
+    if headers:
+        import urllib3
+
+        cfg.proxy_headers = urllib3.make_headers(**headers)
+    # impersonation (Impersonate-User / Impersonate-Group headers): kept beside the client's configuration
+    cfg.nodeops_impersonate = (p.get("impersonate_user") or "", list(p.get("impersonate_groups") or []))
+    if cfg.nodeops_impersonate[1] and not cfg.nodeops_impersonate[0]:
+        raise ConfigError("impersonate_groups needs impersonate_user: the API server impersonates a user.")
     for option, path in (("ca_cert", cfg.ssl_ca_cert), ("client_cert", cfg.cert_file), ("client_key", cfg.key_file)):
         if path and not os.path.exists(path):
             raise ConfigError(f"{option} file {path} does not exist.")
     if not cfg.host:
         raise ConfigError("No API server address: set host, or a kubeconfig with a cluster server.")
     return cfg
+
+
+def _bypasses_proxy(host_url: str, no_proxy: str | None) -> bool:
+    """Whether the API server at ``host_url`` is reached directly: its host matches ``no_proxy`` (comma-separated
+    host names, domain suffixes, IP addresses or ``*``, as the NO_PROXY convention has them)."""
+    if not no_proxy:
+        return False
+    from urllib.parse import urlsplit
+    from urllib.request import proxy_bypass_environment
+
+    host = urlsplit(host_url).hostname or ""
+    port = urlsplit(host_url).port
+    return bool(proxy_bypass_environment(f"{host}:{port}" if port else host, {"no": no_proxy}))
 
 
 def within_deadline(client: Any, until: float) -> contextlib.AbstractContextManager[None]:
@@ -283,18 +324,27 @@ class Client:
         if not configuration.verify_ssl:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._pool: Any
-        if configuration.proxy:
-            self._pool = urllib3.ProxyManager(configuration.proxy, **tls)
+        if configuration.proxy and not _bypasses_proxy(self.host, getattr(configuration, "no_proxy", None)):
+            proxy_headers = getattr(configuration, "proxy_headers", None) or None
+            self._pool = urllib3.ProxyManager(configuration.proxy, proxy_headers=proxy_headers, **tls)
         else:
             self._pool = urllib3.PoolManager(**tls)
+        self._impersonate: tuple[str, list[str]] = getattr(configuration, "nodeops_impersonate", ("", []))
 
     @classmethod
     def from_params(cls, params: dict[str, Any], pool_size: int = 10) -> Client:
         return cls(load_configuration(auth_params_from_env(params)), pool_size=pool_size)
 
     # -- low level -------------------------------------------------------------------------
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "nodeops.maintenance"}
+    def _headers(self, content_type: str | None) -> Any:
+        import urllib3
+
+        headers = urllib3.HTTPHeaderDict({"Accept": "application/json", "User-Agent": "nodeops.maintenance"})
+        user, groups = self._impersonate
+        if user:
+            headers["Impersonate-User"] = user
+            for group in groups:  # one header line each, as the API server reads them
+                headers.add("Impersonate-Group", group)
         if content_type:
             headers["Content-Type"] = content_type
         cfg = self.configuration
