@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from .errors import (
     ConfigError,
@@ -78,6 +78,9 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 DEFAULT_RETRY_SECONDS = 20.0
 RETRY_FIRST_DELAY = 0.2
 RETRY_MAX_DELAY = 2.0
+
+#: Where load_configuration keeps the impersonation settings on the client's Configuration.
+IMPERSONATE_ATTRIBUTE = "nodeops_impersonate"
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}
@@ -252,9 +255,10 @@ def load_configuration(params: dict[str, Any]) -> Any:
 
         cfg.proxy_headers = urllib3.make_headers(**headers)
     # impersonation (Impersonate-User / Impersonate-Group headers): kept beside the client's configuration
-    cfg.nodeops_impersonate = (p.get("impersonate_user") or "", list(p.get("impersonate_groups") or []))
-    if cfg.nodeops_impersonate[1] and not cfg.nodeops_impersonate[0]:
+    impersonate = (str(p.get("impersonate_user") or ""), [str(g) for g in p.get("impersonate_groups") or []])
+    if impersonate[1] and not impersonate[0]:
         raise ConfigError("impersonate_groups needs impersonate_user: the API server impersonates a user.")
+    setattr(cfg, IMPERSONATE_ATTRIBUTE, impersonate)
     for option, path in (("ca_cert", cfg.ssl_ca_cert), ("client_cert", cfg.cert_file), ("client_key", cfg.key_file)):
         if path and not os.path.exists(path):
             raise ConfigError(f"{option} file {path} does not exist.")
@@ -265,15 +269,25 @@ def load_configuration(params: dict[str, Any]) -> Any:
 
 def _bypasses_proxy(host_url: str, no_proxy: str | None) -> bool:
     """Whether the API server at ``host_url`` is reached directly: its host matches ``no_proxy`` (comma-separated
-    host names, domain suffixes, IP addresses or ``*``, as the NO_PROXY convention has them)."""
+    host names, which match their subdomains too, domain suffixes such as ``.example.com``, IP addresses, each
+    with an optional ``:port``, or ``*``), as the NO_PROXY convention has them."""
     if not no_proxy:
         return False
-    from urllib.parse import urlsplit
-    from urllib.request import proxy_bypass_environment
-
-    host = urlsplit(host_url).hostname or ""
-    port = urlsplit(host_url).port
-    return bool(proxy_bypass_environment(f"{host}:{port}" if port else host, {"no": no_proxy}))
+    parts = urlsplit(host_url)
+    host, port = (parts.hostname or "").lower(), parts.port
+    for raw in no_proxy.split(","):
+        entry = raw.strip().lower()
+        if entry == "*":
+            return True
+        name, wanted_port = entry, ""
+        if entry.count(":") == 1:  # host:port (an IPv6 address has more colons)
+            name, wanted_port = entry.split(":")
+        name = name.strip("[]").lstrip(".")
+        if not name or (wanted_port and port is not None and wanted_port != str(port)):
+            continue
+        if host == name or host.endswith("." + name):
+            return True
+    return False
 
 
 def within_deadline(client: Any, until: float) -> contextlib.AbstractContextManager[None]:
@@ -329,7 +343,7 @@ class Client:
             self._pool = urllib3.ProxyManager(configuration.proxy, proxy_headers=proxy_headers, **tls)
         else:
             self._pool = urllib3.PoolManager(**tls)
-        self._impersonate: tuple[str, list[str]] = getattr(configuration, "nodeops_impersonate", ("", []))
+        self._impersonate: tuple[str, list[str]] = getattr(configuration, IMPERSONATE_ATTRIBUTE, ("", []))
 
     @classmethod
     def from_params(cls, params: dict[str, Any], pool_size: int = 10) -> Client:
