@@ -363,7 +363,9 @@ def test_the_node_lease_is_shared_with_node_maintenance_and_times_a_single_templ
     holder = f"NodeHealthCheck-{nhc}"
 
     def now_micro(ago: float = 0) -> str:
-        return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(time.time() - ago))
+        # a non-zero fraction: the Python client reads the time and writes it back, without a fraction when it is 0,
+        # which the API server refuses for a MicroTime
+        return time.strftime("%Y-%m-%dT%H:%M:%S.500000Z", time.gmtime(time.time() - ago))
 
     def node_lease() -> Any:
         try:
