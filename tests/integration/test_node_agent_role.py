@@ -309,7 +309,11 @@ def answered(asker: str, asked: str, port: int, context: ssl.SSLContext) -> tupl
 def test_a_second_peer_ca_is_refused_and_check_mode_works_on_a_new_controller(deployed: dict[str, Any]) -> None:
     cluster, inventory, extra, tmp = deployed["cluster"], deployed["inventory"], deployed["extra"], deployed["tmp"]
     # the settings without a default are checked before anything is done
-    for wrong in ({"node_agent_api_server": ""}, {"node_agent_api_ca_file": str(tmp / "no-such-ca.crt")}):
+    for wrong in (
+        {"node_agent_api_server": ""},
+        {"node_agent_api_server": "http://x:6443"},
+        {"node_agent_api_ca_file": ""},
+    ):
         proc, recap = run_deploy(cluster, inventory, {**extra, **wrong})
         assert proc.returncode != 0 and "Set node_agent_api_server to the API server's URL" in proc.stdout, proc.stdout
         assert all(counts[1] == 0 for counts in recap.values()), recap

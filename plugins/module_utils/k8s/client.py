@@ -351,9 +351,9 @@ class Client:
 
     # -- low level -------------------------------------------------------------------------
     def _headers(self, content_type: str | None) -> Any:
-        import urllib3
+        from urllib3._collections import HTTPHeaderDict  # where urllib3 1.26 and 2.x both have it
 
-        headers = urllib3.HTTPHeaderDict({"Accept": "application/json", "User-Agent": "nodeops.maintenance"})
+        headers = HTTPHeaderDict({"Accept": "application/json", "User-Agent": "nodeops.maintenance"})
         user, groups = self._impersonate
         if user:
             headers["Impersonate-User"] = user
