@@ -1,4 +1,4 @@
-"""Issue 4 acceptance on the real cluster: many requests, a watch-based monitor of the limits, concurrent passes.
+"""Maintenance limits on the real cluster: many requests, a watch-based monitor of the limits, concurrent passes.
 
 The monitor watches Nodes and NodeMaintenances beside the test and checks after every event that the
 requests in progress never exceed maxParallelOperations and the nodes unavailable or under maintenance never
