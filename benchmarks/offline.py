@@ -92,7 +92,7 @@ def main() -> int:
         )
         module_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT / "tests")]))}
         runs: dict[str, list[float]] = {"module alone": [], "playbook, arguments": [], "playbook, snapshot": []}
-        for _ in range(args.repeat):
+        for _round in range(args.repeat):
             runs["module alone"].append(timed([sys.executable, "-c", BOOT, str(MODULE)], module_env, stdin=module_args))
             for name, book in zip(("playbook, arguments", "playbook, snapshot"), books, strict=True):
                 runs[name].append(timed([str(BIN / "ansible-playbook"), "-i", "localhost,", str(book)], env))

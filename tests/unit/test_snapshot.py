@@ -32,7 +32,7 @@ def test_objects_by_kind_from_lists_typed_lists_single_objects_and_yaml(tmp_path
     yaml_file.write_text("kind: NodeMaintenance\nmetadata:\n  name: m\n")
     saved = read([mixed, typed, single, str(yaml_file)])
     assert [n["metadata"]["name"] for n in saved["Node"]] == ["a", "b"]
-    assert [k for k in saved] == ["Node", "Lease", "NodeHealthCheck", "NodeMaintenance"]
+    assert list(saved) == ["Node", "Lease", "NodeHealthCheck", "NodeMaintenance"]
     assert read([write(tmp_path / "empty.json", {"kind": "List", "items": []})]) == {}
 
 
