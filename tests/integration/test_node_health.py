@@ -96,6 +96,18 @@ def setup(crds: None, api: k8s.ApiClient, namespace: str) -> Iterator[dict[str, 
         kwok.delete_nodes(api, names)
 
 
+def stop_and_wait_unhealthy(api: k8s.ApiClient, auth: dict[str, Any], nhc: str, dead: str) -> None:
+    """Stop ``dead``'s heartbeat and wait until the NodeHealthCheck ``nhc`` sees it unhealthy (Ready=Unknown for
+    longer than the condition's duration)."""
+    kwok.stop_heartbeat(api, dead)
+    kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
+    kwok.wait_until(
+        lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
+        30,
+        "the condition duration to pass",
+    )
+
+
 def snrs(objs: k8s.CustomObjectsApi, namespace: str) -> list[dict[str, Any]]:
     return objs.list_namespaced_custom_object(SNR_GROUP, VERSION, namespace, "selfnoderemediations")["items"]
 
@@ -191,13 +203,7 @@ def test_dead_node_gets_a_remediation_only_when_allowed(
     auth = token_auth(cluster)
     objs, ns, nhc = setup["objs"], setup["namespace"], setup["nhc"]
     dead = setup["nodes"][0]
-    kwok.stop_heartbeat(api, dead)
-    kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
-    kwok.wait_until(
-        lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
-        30,
-        "the condition duration to pass",
-    )
+    stop_and_wait_unhealthy(api, auth, nhc, dead)
 
     # minHealthy 3 of 3: only 2 healthy, nothing is created
     run = run_module("node_health", {**auth, "name": nhc})
@@ -297,13 +303,7 @@ def test_storm_recovery_holds_new_remediations_for_the_cooldown(
         NHC_GROUP, VERSION, "nodehealthchecks", nhc, {"spec": {"stormCooldownDuration": f"{cooldown}s"}}
     )
     dead = setup["nodes"][0]
-    kwok.stop_heartbeat(api, dead)
-    kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
-    kwok.wait_until(
-        lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
-        30,
-        "the condition duration to pass",
-    )
+    stop_and_wait_unhealthy(api, auth, nhc, dead)
 
     def conditions() -> dict[str, dict[str, Any]]:
         status = objs.get_cluster_custom_object(NHC_GROUP, VERSION, "nodehealthchecks", nhc)["status"]
@@ -375,15 +375,6 @@ def test_the_node_lease_is_shared_with_node_maintenance_and_times_a_single_templ
                 return None
             raise
 
-    def unhealthy() -> None:
-        kwok.stop_heartbeat(api, dead)
-        kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
-        kwok.wait_until(
-            lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
-            30,
-            "the condition duration to pass",
-        )
-
     try:
         core.create_namespace({"metadata": {"name": LEASE_NS}})
     except ApiException as err:
@@ -394,7 +385,7 @@ def test_the_node_lease_is_shared_with_node_maintenance_and_times_a_single_templ
         "spec": {"holderIdentity": "node-maintenance", "leaseDurationSeconds": 3600, "renewTime": now_micro()},
     }
     coordination.create_namespaced_lease(LEASE_NS, maintenance)
-    unhealthy()
+    stop_and_wait_unhealthy(api, auth, nhc, dead)
 
     # a node maintenance holds the node's Lease: skipped, with upstream's event
     run = run_module("node_health", {**auth, "name": nhc})
@@ -422,7 +413,7 @@ def test_the_node_lease_is_shared_with_node_maintenance_and_times_a_single_templ
     assert node_lease() is None
 
     # unhealthy again, and its remediation taken 30 minutes and a bit ago: overdue
-    unhealthy()
+    stop_and_wait_unhealthy(api, auth, nhc, dead)
     run = run_module("node_health", {**auth, "name": nhc})
     assert run.result["remediated_nodes"] == [dead], run.result
     coordination.patch_namespaced_lease(name, LEASE_NS, {"spec": {"acquireTime": now_micro(30 * 60 + 5)}})
@@ -468,13 +459,7 @@ def test_every_event_of_a_pass_is_recorded_on_the_nodehealthcheck(
 
     patch_spec({"minHealthy": 2})
     core.patch_node(dead, {"metadata": {"labels": {EXCLUDE: ""}}})  # empty: not excluded, called out
-    kwok.stop_heartbeat(api, dead)
-    kwok.wait_node_ready_status(api, dead, "Unknown", timeout=90)
-    kwok.wait_until(
-        lambda: run_module("node_health", {**auth, "name": nhc}, check=True).result["unhealthy_nodes"] == [dead],
-        30,
-        "the condition duration to pass",
-    )
+    stop_and_wait_unhealthy(api, auth, nhc, dead)
     assert one_pass()["remediated_nodes"] == [dead]
     assert {"DetectedUnhealthy", "RemediationCreated", "InvalidNodeLabel"} <= set(reasons())
 
