@@ -58,6 +58,8 @@ $(VENV)/.installed: tests/requirements.txt requirements.txt
 binaries: venv
 	@echo "== control-plane binaries (built once into the cache, then reused)"
 	$(BIN)/python tests/cluster/build.py
+	# the NVIDIA Maintenance Operator when $$NODEOPS_NVIDIA_OPERATOR_SRC names its source; otherwise it says how
+	$(BIN)/python tests/cluster/nvidia_operator.py
 
 lint: venv
 	@echo "== ruff"
@@ -136,7 +138,7 @@ demo: venv binaries
 
 # For people: a control plane that stays up until cluster-down.
 cluster-up: venv binaries
-	$(BIN)/python tests/cluster/launcher.py up
+	$(BIN)/python tests/cluster/launcher.py up $(if $(NODEOPS_NVIDIA_OPERATOR_SRC),--nvidia-operator)
 
 cluster-down: venv
 	$(BIN)/python tests/cluster/launcher.py down

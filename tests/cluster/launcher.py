@@ -17,6 +17,7 @@ Work directory layout::
 CLI::
 
     python tests/cluster/launcher.py up       # build or reuse binaries, start, stay running
+    python tests/cluster/launcher.py up --nvidia-operator   # and run the NVIDIA Maintenance Operator
     python tests/cluster/launcher.py status
     python tests/cluster/launcher.py down
 
@@ -69,6 +70,14 @@ NODE_MONITOR_GRACE_SECONDS = 20
 # kwok renews node leases every quarter of this duration (5 s).
 KWOK_NODE_LEASE_SECONDS = 20
 START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# The optional NVIDIA Maintenance Operator (see nvidia_operator.py): its component name, the namespace it reads
+# its MaintenanceOperatorConfig from, and the CRDs it needs before it starts (the collection's own).
+OPERATOR = "maintenance-operator"
+OPERATOR_NAMESPACE = "nodeops-maintenance"
+MAINTENANCE_CRDS = tuple(
+    Path(__file__).resolve().parents[2] / "roles" / "crds" / "files" / f"maintenance.nvidia.com_{plural}.yaml"
+    for plural in ("nodemaintenances", "maintenanceoperatorconfigs")
+)
 DEFAULT_WORKDIR = "/tmp/nodeops-cluster"
 POLL_INTERVAL = 0.2
 
@@ -629,11 +638,25 @@ class Cluster:
     answers its health check and the ``default`` ServiceAccount exists (pods can be created).
     ``stop()`` terminates exactly the processes it started. ``kill(name)`` and ``restart(name)`` crash
     one component and start it again in its place (same arguments and ports), for fault tests.
+
+    With ``nvidia_operator`` (the path of a ``maintenance-manager`` binary) ``start()`` also installs the
+    collection's NodeMaintenance and MaintenanceOperatorConfig CRDs and runs the NVIDIA Maintenance Operator
+    from outside the cluster as the component ``maintenance-operator``, reading its configuration from
+    ``operator_namespace``. It then serves every NodeMaintenance object of this control plane.
     """
 
-    def __init__(self, workdir: str | os.PathLike[str], bindir: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        bindir: str | os.PathLike[str],
+        *,
+        nvidia_operator: str | os.PathLike[str] | None = None,
+        operator_namespace: str = OPERATOR_NAMESPACE,
+    ) -> None:
         self.workdir = Path(workdir).resolve()
         self.bindir = Path(bindir).resolve()
+        self.nvidia_operator = Path(nvidia_operator).resolve() if nvidia_operator else None
+        self.operator_namespace = operator_namespace
         self.k8s_version = _version_of(self.bindir)
         self.pki = self.workdir / "pki"
         self.logdir = self.workdir / "logs"
@@ -657,6 +680,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ public API
 
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The components of this control plane, in their start order."""
+        return (*START_ORDER, OPERATOR) if self.nvidia_operator else START_ORDER
+
     def start(self, *, timeout: float = 120.0, stop_on_exit: bool = True) -> Cluster:
         """Start every component and wait until the cluster is usable.
 
@@ -670,15 +698,15 @@ class Cluster:
         stale = stop_recorded(self.workdir)
         if stale:
             print(f"[cluster] stopped stale processes from an earlier run: {', '.join(stale)}", file=sys.stderr)
-        missing = [name for name in START_ORDER if not (self.bindir / name).exists()]
+        missing = [str(self._binary(name)) for name in self.components if not self._binary(name).exists()]
         if missing:
-            raise ClusterError(f"missing binaries in {self.bindir}: {', '.join(missing)} (run tests/cluster/build.py)")
+            raise ClusterError(f"missing binaries: {', '.join(missing)} (run tests/cluster/build.py)")
         # A run that died without stop() leaves its etcd data: start from an empty store.
         shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
         for sub in ("pki", "logs", "kwok"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         self._write_pki()
-        names = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+        names = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", OPERATOR)
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self.server = f"https://{LOOPBACK}:{self.ports['kube-apiserver']}"
         self._write_kubeconfigs()
@@ -714,7 +742,7 @@ class Cluster:
         if name is not None:
             return tail_file(self.logdir / f"{name}.log", lines, width)
         parts = []
-        for component in START_ORDER:
+        for component in self.components:
             path = self.logdir / f"{component}.log"
             if path.exists():
                 parts.append(f"==> {path} <==\n{tail_file(path, lines, width)}")
@@ -795,7 +823,12 @@ class Cluster:
         data = _read_pids(workdir)
         if not data:
             raise ClusterError(f"no running cluster recorded in {workdir / 'pids.json'}")
-        cluster = cls(workdir, data["bindir"])
+        cluster = cls(
+            workdir,
+            data["bindir"],
+            nvidia_operator=data.get("nvidia_operator"),
+            operator_namespace=data.get("operator_namespace", OPERATOR_NAMESPACE),
+        )
         cluster.server = data.get("server", "")
         cluster.ports = {k: int(v) for k, v in data.get("ports", {}).items()}
         token_file = cluster.pki / "admin.token"
@@ -883,6 +916,8 @@ class Cluster:
         data = {
             "workdir": str(self.workdir),
             "bindir": str(self.bindir),
+            "nvidia_operator": str(self.nvidia_operator) if self.nvidia_operator else None,
+            "operator_namespace": self.operator_namespace,
             "server": self.server,
             "ports": self.ports,
             "processes": [{"name": p.name, "pid": p.pid, "binary": p.binary} for p in self._procs],
@@ -970,7 +1005,19 @@ class Cluster:
                 f"--cidr={POD_CIDR}",
                 f"--server-address={LOOPBACK}:{p['kwok']}",
             ]
+        if name == OPERATOR:
+            return [
+                f"--kubeconfig={self.kubeconfig_token}",
+                "--leader-elect=false",
+                "--metrics-bind-address=0",
+                f"--health-probe-bind-address={LOOPBACK}:{p[OPERATOR]}",
+            ]
         raise ValueError(name)
+
+    def _binary(self, name: str) -> Path:
+        if name == OPERATOR and self.nvidia_operator:
+            return self.nvidia_operator
+        return self.bindir / name
 
     def _spawn(self, name: str) -> _Process:
         proc = self._launch(name)
@@ -980,7 +1027,7 @@ class Cluster:
 
     def _launch(self, name: str) -> _Process:
         """Start one component (not recorded yet): its binary with ``_args(name)``, output to its log."""
-        binary = str(self.bindir / name)
+        binary = str(self._binary(name))
         argv = [binary, *self._args(name)]
         log = (self.logdir / f"{name}.log").open("ab")
         log.write(f"=== {datetime.datetime.now().isoformat()} {' '.join(argv)}\n".encode())
@@ -988,6 +1035,8 @@ class Cluster:
         env = dict(os.environ)
         # kwok would also read ~/.kwok/kwok.yaml; keep it to this work directory.
         env["KWOK_WORKDIR"] = str(self.workdir / "kwok")
+        if name == OPERATOR:  # run from outside the cluster: no webhook server, its config namespace by name
+            env.update(OPERATOR_NAMESPACE=self.operator_namespace, ENABLE_WEBHOOKS="false")
         popen = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -1014,6 +1063,9 @@ class Cluster:
         if name == "kwok":
             url = f"http://{LOOPBACK}:{p['kwok']}/healthz"
             return "/healthz", lambda: _ok(_http_get(url))
+        if name == OPERATOR:
+            url = f"http://{LOOPBACK}:{p[OPERATOR]}/readyz"
+            return "/readyz", lambda: _ok(_http_get(url))
         raise ValueError(name)
 
     def _wait_healthy(self, name: str, deadline: float, restarted_at: float | None = None) -> None:
@@ -1034,6 +1086,26 @@ class Cluster:
         self._wait(
             "kube-controller-manager", "the default ServiceAccount", deadline, lambda: _ok(self._api_get(sa_url))
         )
+        if self.nvidia_operator:
+            self._install_maintenance_crds()
+            self._spawn(OPERATOR)
+            self._wait_healthy(OPERATOR, deadline)
+
+    def _kubectl(self, *args: str, stdin: str | None = None) -> str:
+        cmd = [str(self.bindir / "kubectl"), f"--kubeconfig={self.kubeconfig_token}", *args]
+        done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
+
+    def _install_maintenance_crds(self) -> None:
+        """The operator's CRDs (the collection's, schema-compatible) and its namespace, before it starts: it
+        watches these kinds from its first moment."""
+        files = [f"--filename={path}" for path in MAINTENANCE_CRDS]
+        self._kubectl("apply", "--server-side", "--force-conflicts", *files)
+        self._kubectl("wait", "--for=condition=Established", "--timeout=60s", *files)
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.operator_namespace}}
+        self._kubectl("apply", "--server-side", "--filename=-", stdin=json.dumps(namespace))
 
     def _api_get(self, url: str) -> tuple[int, bytes] | None:
         return _http_get(url, token=self.token, context=ssl.create_default_context(cafile=str(self.ca_file)))
@@ -1128,18 +1200,31 @@ def _build_bindir() -> Path:
     return build()
 
 
+def _build_operator() -> Path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from nvidia_operator import build
+
+    return build()
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--workdir", type=Path, default=_default_workdir(), help="default: $NODEOPS_CLUSTER_DIR")
     parser.add_argument("--bindir", type=Path, help="use these binaries instead of running build.py")
     parser.add_argument("--timeout", type=float, default=120.0, help="startup deadline in seconds")
+    parser.add_argument(
+        "--nvidia-operator",
+        action="store_true",
+        help="also run the NVIDIA Maintenance Operator, built from $NODEOPS_NVIDIA_OPERATOR_SRC (nvidia_operator.py)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     workdir: Path = args.workdir.resolve()
 
     if args.command == "up":
         bindir = args.bindir or _build_bindir()
-        cluster = Cluster(workdir, bindir).start(timeout=args.timeout, stop_on_exit=False)
+        operator = _build_operator() if args.nvidia_operator else None
+        cluster = Cluster(workdir, bindir, nvidia_operator=operator).start(timeout=args.timeout, stop_on_exit=False)
         print(f"[cluster] Kubernetes {cluster.k8s_version} ready at {cluster.server} in {cluster.startup_seconds:.1f}s")
         print(f"[cluster] logs: {cluster.logdir}; stop with: make cluster-down (python {__file__} down)")
         print(f"[cluster] kubectl: {cluster.bindir / 'kubectl'}")

@@ -5,6 +5,12 @@
 at interpreter exit or SIGTERM if the session dies). ``api``: a ``kubernetes.client.ApiClient``
 with the admin bearer token. ``namespace``: a fresh namespace per test.
 
+``nvidia_cluster`` (session, started on first use): a second control plane that also runs the real NVIDIA
+Maintenance Operator, built from ``$NODEOPS_NVIDIA_OPERATOR_SRC`` (``cluster/nvidia_operator.py``); the tests
+that need it are skipped, saying how to provide the source, when the variable is unset. ``engine``: the tests
+that take it run once per maintenance engine, ``builtin`` (the collection's own reconcile passes, on
+``cluster``) and ``operator`` (on ``nvidia_cluster``), each with a fresh namespace.
+
 When an integration test fails, the tail of every component's log is added to its report, and
 ``.build/failures/<test>/`` keeps what is needed to look into it afterwards (named in the report): the
 control plane's component logs, the nodes, and for the test's namespace its events and objects.
@@ -12,6 +18,7 @@ control plane's component logs, the nodes, and for the test's namespace its even
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -21,12 +28,13 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
-from cluster import kwok
+from cluster import kwok, nvidia_operator
 from cluster.build import build
 from cluster.launcher import Cluster, stop_recorded
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from support.cleanup import drop_finalizers
+from support.engines import Engine
 
 CLUSTER_KEY = pytest.StashKey[Cluster]()
 INTEGRATION_DIR = Path(__file__).resolve().parent
@@ -73,9 +81,9 @@ def api(cluster: Cluster) -> Iterator[client.ApiClient]:
         api_client.close()
 
 
-@pytest.fixture
-def namespace(api: client.ApiClient) -> Iterator[str]:
-    """A new namespace, deleted after the test (not waited for: that takes ~10 s)."""
+@contextlib.contextmanager
+def fresh_namespace(api: client.ApiClient) -> Iterator[str]:
+    """A new namespace, deleted afterwards (not waited for: that takes ~10 s)."""
     core = client.CoreV1Api(api)
     name = f"test-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": name, "labels": {"nodeops.test/namespace": "true"}}})
@@ -88,6 +96,67 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
         except ApiException as err:
             if err.status != 404:
                 raise
+
+
+@pytest.fixture
+def namespace(api: client.ApiClient) -> Iterator[str]:
+    """A new namespace, deleted after the test."""
+    with fresh_namespace(api) as name:
+        yield name
+
+
+@pytest.fixture(scope="session")
+def nvidia_cluster() -> Iterator[Cluster]:
+    try:
+        source = nvidia_operator.source()
+    except nvidia_operator.SourceError as err:
+        pytest.fail(str(err))  # given but wrong: say so, do not skip
+    if source is None:
+        pytest.skip(nvidia_operator.how_to_provide())
+    binary = nvidia_operator.build(source)
+    bindir = build()
+    reap_dead_sessions()
+    workdir = BUILD_DIR / f"test-cluster-nvidia-{os.getpid()}"
+    control_plane = Cluster(workdir, bindir, nvidia_operator=binary)
+    control_plane.start()
+    try:
+        yield control_plane
+    finally:
+        control_plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def nvidia_api(nvidia_cluster: Cluster) -> Iterator[client.ApiClient]:
+    api_client = kwok.api_client(nvidia_cluster.kubeconfig_token)
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+
+
+@pytest.fixture(params=["builtin", "operator"])
+def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """Once with the collection's own engine, once with the real NVIDIA Maintenance Operator (skipped without
+    its source). For the operator the MaintenanceOperatorConfig is removed first: its defaults until the test
+    writes one."""
+    if request.param == "builtin":
+        control_plane: Cluster = request.getfixturevalue("cluster")
+        api_client: client.ApiClient = request.getfixturevalue("api")
+    else:
+        control_plane = request.getfixturevalue("nvidia_cluster")
+        api_client = request.getfixturevalue("nvidia_api")
+        with contextlib.suppress(ApiException):
+            client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+                "maintenance.nvidia.com",
+                "v1alpha1",
+                control_plane.operator_namespace,
+                "maintenanceoperatorconfigs",
+                "default",
+            )
+    with fresh_namespace(api_client) as name:
+        config_namespace = name if request.param == "builtin" else control_plane.operator_namespace
+        yield Engine(request.param, control_plane, api_client, name, config_namespace)
 
 
 FAILURES_DIR = BUILD_DIR / "failures"
@@ -127,8 +196,8 @@ def keep_failure(item: pytest.Item, control_plane: Cluster, when: str) -> Path:
     (folder / "nodemaintenances.yaml").write_text(
         kubectl(control_plane, "get", "nodemaintenances.maintenance.nvidia.com", "-A", "-o", "yaml")
     )
-    namespace = getattr(item, "funcargs", {}).get("namespace")
-    if isinstance(namespace, str):
+    namespace = namespace_of(item)
+    if namespace:
         events = kubectl(control_plane, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", "-o", "wide")
         (folder / f"events-{namespace}.txt").write_text(events)
         kinds = kubectl(control_plane, "api-resources", "--namespaced", "--verbs=list", "-o", "name").split()
@@ -140,12 +209,23 @@ def keep_failure(item: pytest.Item, control_plane: Cluster, when: str) -> Path:
     return folder
 
 
+def engine_of(item: pytest.Item) -> Engine | None:
+    return next((v for v in getattr(item, "funcargs", {}).values() if isinstance(v, Engine)), None)
+
+
+def namespace_of(item: pytest.Item) -> str | None:
+    engine = engine_of(item)
+    namespace = engine.namespace if engine else getattr(item, "funcargs", {}).get("namespace")
+    return namespace if isinstance(namespace, str) else None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report: pytest.TestReport = yield
-    control_plane = item.config.stash.get(CLUSTER_KEY, None)
+    engine = engine_of(item)
+    control_plane = engine.cluster if engine else item.config.stash.get(CLUSTER_KEY, None)
     if report.failed and control_plane is not None and INTEGRATION_DIR in item.path.parents:
         report.sections.append(("cluster logs (tail)", control_plane.log_tail(lines=40)))
         try:

@@ -3,13 +3,15 @@
 The maintenance of each node is the collection's simulated reboot (kwok takes the node down and brings it back
 with a new boot ID), wrapped in a tasks file that leaves one file per maintenance in a folder, so the test
 counts how often each node was maintained. A watch-based monitor checks the limits during the runs.
+
+The tests that take ``engine`` run twice: with the collection's own engine, and with ``rolling_engine: operator``
+against the real NVIDIA Maintenance Operator on a control plane of its own (see conftest.py).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,15 +20,13 @@ from typing import Any
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import STATE_KEY, record_name
-from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
-    ReconcileOptions,
-    Reconciler,
-)
 from cluster import kwok
+from cluster.launcher import OPERATOR
 from integration.test_maintenance_acceptance import api_client
 from integration.test_maintenance_reconcile import GROUP, NM_PLURAL, VERSION
 from kubernetes import client as k8s
 from support.ansible_cli import BIN, clean_env
+from support.engines import Engine
 from support.monitor import Monitor
 from support.processes import kill_tree
 
@@ -44,9 +44,16 @@ def crds(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     run_role(cluster, tmp_path_factory.mktemp("rolling-crds"), {})
 
 
+BUILTIN_ONLY = pytest.mark.parametrize("engine", ["builtin"], indirect=True)
+OPERATOR_ONLY = pytest.mark.parametrize("engine", ["operator"], indirect=True)
+
+
 @pytest.fixture
-def fleet(crds: None, api: k8s.ApiClient, namespace: str) -> Iterator[tuple[str, list[str]]]:
+def fleet(request: pytest.FixtureRequest, engine: Engine) -> Iterator[tuple[str, list[str]]]:
     """Six nodes with a label of their own, each running pods of a Deployment; (label selector, names)."""
+    if engine.name == "builtin":
+        request.getfixturevalue("crds")  # the operator's control plane has them from its start
+    api, namespace = engine.api, engine.namespace
     label = f"rolling-{uuid.uuid4().hex[:6]}"
     names = kwok.add_nodes(api, 6, prefix=label, labels={"rolling": label})
     try:
@@ -118,17 +125,18 @@ def maintained(log: Path) -> dict[str, int]:
     return counts
 
 
-def command(cluster: Any, namespace: str, selector: str, tasks: Path, run_id: str, *extra: str) -> list[str]:
+def command(engine: Engine, selector: str, tasks: Path, run_id: str, *extra: str) -> list[str]:
     variables = {
-        "rolling_run_id": run_id,
+        "rolling_run_id": unique(engine, run_id),
         "rolling_requestor": REQUESTOR,
         "rolling_node_selector": selector,
         "rolling_maintenance_tasks": str(tasks),
-        "rolling_namespace": namespace,
-        "rolling_config_namespace": namespace,
+        "rolling_engine": engine.name,
+        "rolling_namespace": engine.namespace,
+        "rolling_config_namespace": engine.config_namespace,
         "rolling_max_parallel_operations": 2,
         "rolling_max_unavailable": 3,
-        "rolling_kubeconfig": str(cluster.kubeconfig),
+        "rolling_kubeconfig": str(engine.cluster.kubeconfig),
         "rolling_gather_seconds": 5,
         "rolling_simulated_reboot_seconds": 2,
         "rolling_drain_spec": {"force": True, "timeout_seconds": 60},
@@ -157,8 +165,15 @@ def run(cmd: list[str], expect_rc: int | None = 0, timeout: float = 600) -> str:
     return proc.stdout
 
 
-def record(api: k8s.ApiClient, namespace: str, run_id: str) -> dict[str, dict[str, Any]]:
-    cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), namespace)
+def unique(engine: Engine, run_id: str) -> str:
+    """The run's ID made unique to the test: its record is kept in the config namespace, which the operator's
+    tests share."""
+    return f"{run_id}-{engine.namespace}"
+
+
+def record(engine: Engine, run_id: str) -> dict[str, dict[str, Any]]:
+    name = record_name(unique(engine, run_id))
+    cm = k8s.CoreV1Api(engine.api).read_namespaced_config_map(name, engine.config_namespace)
     return {r["node"]: r for r in json.loads(cm.data[STATE_KEY])}
 
 
@@ -172,21 +187,22 @@ def cordoned(api: k8s.ApiClient, names: list[str]) -> list[str]:
 
 
 def test_every_node_once_in_waves_within_the_limits_and_a_second_run_does_nothing(
-    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
+    api, namespace = engine.api, engine.namespace
     selector, names = fleet
     tasks, log = tasks_file(tmp_path)
-    watcher = Monitor(api_client(cluster, 4), namespace)
+    watcher = Monitor(api_client(engine.cluster, 4), namespace)
     watcher.start()
     try:
-        out = run(command(cluster, namespace, selector, tasks, "first"))
+        out = run(command(engine, selector, tasks, "first"))
     finally:
         watcher.stop()
     assert watcher.errors == []
     assert 0 < watcher.max_in_progress <= 2, watcher.max_in_progress
     assert watcher.max_down <= 3, watcher.max_down
     assert maintained(log) == dict.fromkeys(names, 1)
-    state = record(api, namespace, "first")
+    state = record(engine, "first")
     assert {n: r["state"] for n, r in state.items()} == dict.fromkeys(names, "done")
     waves = sorted({r["wave"] for r in state.values()})
     assert waves == list(range(1, len(waves) + 1)) and len(waves) >= 3, waves  # 6 nodes, 2 at a time
@@ -199,24 +215,25 @@ def test_every_node_once_in_waves_within_the_limits_and_a_second_run_does_nothin
     for node in names:
         assert node in out
 
-    again = run(command(cluster, namespace, selector, tasks, "first"))
+    again = run(command(engine, selector, tasks, "first"))
     assert "Wave " not in again.replace("waves: ", "")
     assert maintained(log) == dict.fromkeys(names, 1)
     assert our_requests(api, namespace) == []
 
 
 def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
-    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
+    api, namespace = engine.api, engine.namespace
     selector, names = fleet
     tasks, log = tasks_file(tmp_path)
-    cmd = command(cluster, namespace, selector, tasks, "killed", "-e", "rolling_simulated_reboot_seconds=4")
+    cmd = command(engine, selector, tasks, "killed", "-e", "rolling_simulated_reboot_seconds=4")
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
 
         def in_a_wave() -> bool | None:
             try:
-                state = record(api, namespace, "killed")
+                state = record(engine, "killed")
             except k8s.ApiException:
                 return None
             # every node of the wave has begun its maintenance (logged it): the kill comes during the
@@ -233,16 +250,16 @@ def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
         proc.wait(timeout=60)
         if proc.stdout is not None:
             proc.stdout.close()
-    interrupted = {n for n, r in record(api, namespace, "killed").items() if r["state"] == "maintaining"}
+    interrupted = {n for n, r in record(engine, "killed").items() if r["state"] == "maintaining"}
     assert interrupted
     assert interrupted <= set(maintained(log)), "the kill came before every interrupted node began its maintenance"
     assert our_requests(api, namespace), "the killed run left its requests"
 
-    out = run(command(cluster, namespace, selector, tasks, "killed"))
+    out = run(command(engine, selector, tasks, "killed"))
     counts = maintained(log)
     assert all(count == 1 for count in counts.values()), counts
     assert set(counts) == set(names)  # the interrupted ones were maintained by the first run
-    state = record(api, namespace, "killed")
+    state = record(engine, "killed")
     assert {n for n, r in state.items() if r["state"] == "interrupted"} == interrupted
     assert {n for n, r in state.items() if r["state"] == "done"} == set(names) - interrupted
     assert our_requests(api, namespace) == []
@@ -251,8 +268,9 @@ def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
 
 
 def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
-    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
+    api, namespace = engine.api, engine.namespace
     _selector, names = fleet
     broken = names[0]
     tasks, log = tasks_file(tmp_path, fail_on=broken)
@@ -262,8 +280,8 @@ def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
     lines = ["[gpu]"] + [f"host-{i} k8s_node_name={node} ansible_connection=local" for i, node in enumerate(names)]
     inventory.write_text("\n".join(lines) + "\n")
     targets = {"rolling_target_group": "gpu", "rolling_max_fail_percentage": 20}
-    out = run(command(cluster, namespace, "", tasks, "broken", "-i", str(inventory), "-e", json.dumps(targets)), 2)
-    state = record(api, namespace, "broken")
+    out = run(command(engine, "", tasks, "broken", "-i", str(inventory), "-e", json.dumps(targets)), 2)
+    state = record(engine, "broken")
     assert state[broken]["state"] == "failed" and "firmware update failed" in state[broken]["message"]
     assert {n for n, r in state.items() if r["state"] == "done"} == set(names) - {broken}, out[-5000:]
     left = our_requests(api, namespace)
@@ -277,29 +295,31 @@ def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
     assert maintained(log) == dict.fromkeys(names, 1)
 
 
-def test_bad_input_changes_nothing(
-    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
-) -> None:
+@BUILTIN_ONLY
+def test_bad_input_changes_nothing(engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path) -> None:
+    api, namespace = engine.api, engine.namespace
     _selector, names = fleet
     tasks, log = tasks_file(tmp_path)
     out = run(
-        command(cluster, namespace, "", tasks, "bad", "-e", json.dumps({"rolling_nodes": [names[0], "no-such-node"]})),
+        command(engine, "", tasks, "bad", "-e", json.dumps({"rolling_nodes": [names[0], "no-such-node"]})),
         expect_rc=2,
     )
     assert "no-such-node not found" in out
     assert our_requests(api, namespace) == []
     assert maintained(log) == {}
     bad_limit = {"rolling_nodes": names[:1], "rolling_max_unavailable": "ten"}
-    out = run(command(cluster, namespace, "", tasks, "bad", "-e", json.dumps(bad_limit)), expect_rc=2)
+    out = run(command(engine, "", tasks, "bad", "-e", json.dumps(bad_limit)), expect_rc=2)
     assert "rolling_max_unavailable" in out
     assert our_requests(api, namespace) == []
 
 
-def test_engine_operator_only_requests_and_waits_while_another_reconciler_works(
-    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]], tmp_path: Path
+@OPERATOR_ONLY
+def test_engine_operator_only_requests_and_waits_for_the_operator(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
-    """``rolling_engine: operator``: the playbook makes no pass of its own; a reconciler beside it (standing in for
-    the NVIDIA Maintenance Operator) prepares and releases the nodes."""
+    """``rolling_engine: operator``: the playbook makes no reconcile pass of its own. With the operator stopped no
+    node becomes ready and the wave times out, changing no node; once it runs again, the same run goes through."""
+    api, namespace = engine.api, engine.namespace
     selector, names = fleet
     tasks, log = tasks_file(tmp_path)
     role = tmp_path / "roles" / "reboot_role"  # the maintenance as a role this time
@@ -307,37 +327,25 @@ def test_engine_operator_only_requests_and_waits_while_another_reconciler_works(
     (role / "tasks" / "main.yml").write_text(
         json.dumps([{"name": "Maintain", "ansible.builtin.include_tasks": str(tasks)}])
     )
-    stop = threading.Event()
-    reconciler = Reconciler(api_client(cluster, 8), ReconcileOptions(namespace=namespace, config_namespace=namespace))
-    passes: list[int] = []
-
-    def operator() -> None:
-        while not stop.is_set():
-            reconciler.run_pass()
-            passes.append(1)
-            stop.wait(0.3)
-
-    as_role = {"rolling_engine": "operator", "rolling_maintenance_tasks": "", "rolling_maintenance_role": str(role)}
-    alone = command(cluster, namespace, selector, tasks, "operator", "-e", json.dumps(as_role))
-    out = run([*alone, "-e", "rolling_wave_timeout=5"], expect_rc=2)
+    as_role = {"rolling_maintenance_tasks": "", "rolling_maintenance_role": str(role)}
+    alone = command(engine, selector, tasks, "operator", "-e", json.dumps(as_role))
+    engine.cluster.kill(OPERATOR)
+    try:
+        out = run([*alone, "-e", "rolling_wave_timeout=5"], expect_rc=2)
+    finally:
+        engine.cluster.restart(OPERATOR)
     assert "became ready for its maintenance within 5s" in out, out[-3000:]
     assert maintained(log) == {}
-    thread = threading.Thread(target=operator, daemon=True)
-    thread.start()
-    try:
-        out = run(alone)
-    finally:
-        stop.set()
-        thread.join(timeout=60)
-    assert passes
+    assert cordoned(api, names) == []
+    run(alone)
     assert maintained(log) == dict.fromkeys(names, 1)
     assert our_requests(api, namespace) == []
     assert cordoned(api, names) == []
 
 
-def test_reconcile_playbook_prepares_a_request(
-    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]]
-) -> None:
+@BUILTIN_ONLY
+def test_reconcile_playbook_prepares_a_request(engine: Engine, fleet: tuple[str, list[str]]) -> None:
+    cluster, api, namespace = engine.cluster, engine.api, engine.namespace
     _selector, names = fleet
     objs = k8s.CustomObjectsApi(api)
     body = {
@@ -361,18 +369,18 @@ def test_reconcile_playbook_prepares_a_request(
     assert cordoned(api, names) == [names[0]]
 
 
-def test_the_bundled_simulated_reboot_by_its_relative_path(
-    cluster: Any, api: k8s.ApiClient, namespace: str, fleet: tuple[str, list[str]]
-) -> None:
+@BUILTIN_ONLY
+def test_the_bundled_simulated_reboot_by_its_relative_path(engine: Engine, fleet: tuple[str, list[str]]) -> None:
     """``rolling_maintenance_tasks: maintenance/simulated_reboot.yml`` as the README and the demo give it: relative
     to the collection's playbooks folder, also from the wave plays in playbooks/rolling/."""
+    api = engine.api
     _selector, names = fleet
     chosen = names[:2]
     core = k8s.CoreV1Api(api)
     boot_ids = {n: core.read_node(n).status.node_info.boot_id for n in chosen}
     relative = {"rolling_nodes": chosen, "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml"}
-    run(command(cluster, namespace, "", Path("unused"), "relative", "-e", json.dumps(relative)))
-    state = record(api, namespace, "relative")
+    run(command(engine, "", Path("unused"), "relative", "-e", json.dumps(relative)))
+    state = record(engine, "relative")
     assert {n: r["state"] for n, r in state.items()} == dict.fromkeys(chosen, "done")
     for node in chosen:
         assert core.read_node(node).status.node_info.boot_id != boot_ids[node], "the node went through a reboot"
