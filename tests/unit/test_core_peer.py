@@ -340,14 +340,14 @@ def test_defaults_applied() -> None:
     ],
 )
 def test_bad_values_name_the_field(field: str, value: Any, message: str) -> None:
-    with pytest.raises(agentconfig.ConfigError, match=re.escape(message)):
+    with pytest.raises(agentconfig.AgentConfigError, match=re.escape(message)):
         agentconfig.validate({**REQUIRED, field: value})
 
 
 def test_required_and_mapping() -> None:
-    with pytest.raises(agentconfig.ConfigError, match=r"^tokenFile: required"):
+    with pytest.raises(agentconfig.AgentConfigError, match=r"^tokenFile: required"):
         agentconfig.validate({k: v for k, v in REQUIRED.items() if k != "tokenFile"})
-    with pytest.raises(agentconfig.ConfigError, match="mapping"):
+    with pytest.raises(agentconfig.AgentConfigError, match="mapping"):
         agentconfig.validate([])
 
 

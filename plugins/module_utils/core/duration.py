@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import NodeopsError
+
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _WHOLE = re.compile(r"^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$")
@@ -19,7 +21,7 @@ MAX_SECONDS = (2**63 - 1) / 1e9
 _MAX_TEXT = "2562047h47m16.854775807s"
 
 
-class DurationError(ValueError):
+class DurationError(NodeopsError, ValueError):
     """A value that is not a Go-style duration; the message names the field."""
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 
+from .errors import NodeopsError
+
 # [0-9], not \d: \d (like int() and str.isdigit()) takes every Unicode decimal digit, such as "٣" (U+0663).
 _PERCENT = re.compile(r"([0-9]+)%")
 
 
-class IntOrPercentError(ValueError):
+class IntOrPercentError(NodeopsError, ValueError):
     """A value that is neither an integer nor a whole percentage; the message names the field."""
 
 

@@ -55,6 +55,7 @@ from datetime import datetime
 from typing import Any
 
 from . import rfc3339
+from .errors import NodeopsError
 from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
 
 # Answers of a peer (upstream's HealthCheckResponse values).
@@ -249,7 +250,7 @@ def node_verdict(
     return worker
 
 
-class DecideError(ValueError):
+class DecideError(NodeopsError, ValueError):
     """Input of :func:`decide` that cannot be used; the message names the field."""
 
 
