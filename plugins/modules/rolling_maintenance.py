@@ -315,6 +315,7 @@ lines:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (
     INTERRUPTED_POLICIES,
     PENDING,
@@ -328,7 +329,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling i
     sort_outcomes,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
-    ReconcileError,
     ReconcileOptions,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
@@ -343,7 +343,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rollin
     start_changed,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -528,10 +527,8 @@ def main() -> None:
             result = rolling.summary()
     except RequestError as exc:
         module.fail_json(msg=exc.msg, **exc.result)
-    except ReconcileError as exc:
-        module.fail_json(msg=str(exc))
-    except K8sError as exc:
-        module.fail_k8s(exc)
+    except NodeopsError as exc:
+        module.fail_error(exc)
     module.exit_json(**result)
 
 
