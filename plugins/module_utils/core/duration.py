@@ -53,19 +53,3 @@ def parse_duration(value: object, field: str, allow_negative: bool = False) -> f
     if sign < 0 and seconds > 0 and not allow_negative:
         raise DurationError(f"{field}: {value!r} is negative; give a duration of 0 or more such as '15s'.")
     return sign * seconds
-
-
-def format_duration(seconds: float) -> str:
-    """A short Go-style spelling of ``seconds`` (``90`` -> ``"1m30s"``), for messages."""
-    sign = "-" if seconds < 0 else ""
-    rest = abs(seconds)
-    hours, rest = divmod(rest, 3600)
-    minutes, rest = divmod(rest, 60)
-    parts = []
-    if hours:
-        parts.append(f"{int(hours)}h")
-    if minutes:
-        parts.append(f"{int(minutes)}m")
-    if rest or not parts:
-        parts.append(f"{rest:g}s")
-    return sign + "".join(parts)

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Int-or-percent values (``3`` or ``"20%"``), as Kubernetes' intstr, with the rounding made explicit.
 
-Pure: used by the scheduler (maxParallelOperations rounds up, maxUnavailable rounds down) and the
-health rules (minHealthy / maxUnhealthy round up), and shipped to the node agent (standard library only).
+Pure, standard library only: used by the scheduler (maxParallelOperations rounds up, maxUnavailable rounds
+down) and the health rules (minHealthy / maxUnhealthy round up).
 """
 
 from __future__ import annotations

@@ -102,11 +102,6 @@ class Verdict:
     answers: tuple[int, ...] = ()  # every answer received this round, in batch order
     batches_asked: int = 0
 
-    @property
-    def any_answer(self) -> bool:
-        """Whether a peer showed it is alive (any status other than RequestFailed, Busy included)."""
-        return any(answer != REQUEST_FAILED for answer in self.answers)
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,
