@@ -203,6 +203,7 @@ diff:
         spec: {maxParallelOperations: 1}
 """
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.apply import (
     Applier,
     ApplyError,
@@ -232,16 +233,18 @@ def main() -> None:
         manifests = load_manifests(params["definition"], params["namespace"])
     except ManifestError as exc:
         module.fail_json(msg=f"definition: {exc}")
+    except NodeopsError as exc:
+        module.fail_error(exc)
 
-    applier = Applier(
-        module.client,
-        field_manager=params["field_manager"],
-        force_conflicts=params["force_conflicts"],
-        check_mode=module.check_mode,
-        wait=params["wait"],
-        wait_timeout=float(params["wait_timeout"]),
-    )
     try:
+        applier = Applier(
+            module.client,
+            field_manager=params["field_manager"],
+            force_conflicts=params["force_conflicts"],
+            check_mode=module.check_mode,
+            wait=params["wait"],
+            wait_timeout=float(params["wait_timeout"]),
+        )
         if params["state"] == "present":
             applier.present(manifests)
         else:
@@ -254,6 +257,8 @@ def main() -> None:
             changed=any(r["changed"] for r in exc.results) and not module.check_mode,
             **extra,
         )
+    except NodeopsError as exc:
+        module.fail_error(exc)
 
     out = {"changed": any(r["changed"] for r in applier.results), "result": applier.results}
     if module._diff:

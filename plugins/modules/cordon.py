@@ -132,9 +132,10 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon im
     missing_names,
     plan_cordon,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.cordon import set_state
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError, NotFound
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 
@@ -186,8 +187,8 @@ def main() -> None:
                     f"Node {change.name} was cordoned by {holder}, which still holds it; its release will leave "
                     "the node as it is."
                 )
-    except K8sError as exc:
-        module.fail_k8s(exc)
+    except NodeopsError as exc:
+        module.fail_error(exc)
 
     changed_nodes = [c.name for c in plan if c.changed]
     result = {

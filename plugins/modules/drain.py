@@ -262,6 +262,7 @@ diff:
 """
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.drain import parse_eviction_filters
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain import (
     DrainError,
     DrainOptions,
@@ -269,7 +270,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain 
     drain,
     pool_size_for,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 MAX_CONCURRENCY = 256
@@ -336,8 +336,8 @@ def main() -> None:
         for warning in exc.result.pop("warnings", []):
             module.warn(warning)
         module.fail_json(msg=exc.msg, **exc.result)
-    except K8sError as exc:
-        module.fail_k8s(exc)
+    except NodeopsError as exc:
+        module.fail_error(exc)
     for warning in result.pop("warnings", []):
         module.warn(warning)
     if module._diff:

@@ -326,6 +326,7 @@ source:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
     NODE_NOT_FOUND,
     SchedulerConfig,
@@ -339,7 +340,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
     NODE_MAINTENANCES,
     NODES,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError, NotFound
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 DEFAULT_CONFIG = "default"
@@ -434,8 +435,8 @@ def main() -> None:
                     config_source = f"MaintenanceOperatorConfig {name}"
                 except NotFound:
                     config_source = f"built-in defaults (no MaintenanceOperatorConfig {name})"
-    except K8sError as exc:
-        module.fail_k8s(exc)
+    except NodeopsError as exc:
+        module.fail_error(exc)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
 

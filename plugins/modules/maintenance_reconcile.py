@@ -215,14 +215,13 @@ passes:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     PassReport,
-    ReconcileError,
     ReconcileOptions,
     Reconciler,
     reconcile_until_settled,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -279,18 +278,16 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     module.set_pool_size(options.pool_size())
-    reconciler = Reconciler(module.client, options)
     try:
+        reconciler = Reconciler(module.client, options)
         if module.check_mode:
             reports = [reconciler.run_pass(check_mode=True)]
         elif p["until_settled"]:
             reports, _settled = reconcile_until_settled(reconciler, p["timeout"])
         else:
             reports = [reconciler.run_pass()]
-    except ReconcileError as exc:
-        module.fail_json(msg=str(exc))
-    except K8sError as exc:
-        module.fail_k8s(exc)
+    except NodeopsError as exc:
+        module.fail_error(exc)
     result = merge(reports)
     for report in reports:
         for warning in report.warnings:

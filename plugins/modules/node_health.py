@@ -293,11 +293,10 @@ rereads:
 from datetime import datetime, timezone
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
-    HealthSpecError,
     parse_time,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import SchedulerInputError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
     HealthInputError,
     HealthPass,
@@ -450,12 +449,12 @@ def main() -> None:
         )
         warnings = engine.warnings
         result = engine.run(params["name"], params["spec"], _now)
-    except (HealthSpecError, HealthInputError, SchedulerInputError, snapshot.SnapshotError) as err:
-        module.fail_json(msg=str(err))
     except K8sError as exc:
         for warning in warnings:
             module.warn(warning)
         module.fail_k8s(exc)
+    except NodeopsError as exc:  # the input (spec, snapshot, nodes) cannot be used, or another error
+        module.fail_error(exc)
     for warning in warnings:
         module.warn(warning)
     out = _result(result)

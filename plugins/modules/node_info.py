@@ -122,9 +122,9 @@ import threading
 import time
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.nodes import node_ready
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -205,8 +205,8 @@ def main() -> None:
                 )
                 module.fail_json(msg=f"Not {what} after {p['wait_timeout']:g}s: {', '.join(left)}.", **result)
             waiter.wait(min(p["poll_interval"], p["wait_timeout"] - waited))
-    except K8sError as exc:
-        module.fail_k8s(exc)
+    except NodeopsError as exc:
+        module.fail_error(exc)
 
 
 if __name__ == "__main__":

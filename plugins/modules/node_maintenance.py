@@ -146,8 +146,8 @@ node_maintenances:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
-    ReconcileError,
     ReconcileOptions,
     Reconciler,
 )
@@ -164,7 +164,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     nm_spec,
     why_not_ready,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -193,9 +192,9 @@ def main() -> None:
     options = ReconcileOptions(config_namespace=p["config_namespace"], step_budget=p["step_timeout"])
     module.set_pool_size(options.pool_size())
     request = RequestSpec(p["requestor"], p["namespace"], p["name_prefix"] or p["requestor"], spec)
-    requests = Requests(module.client, request, check_mode=module.check_mode)
     result: dict[str, Any] = {"node_maintenances": []}
     try:
+        requests = Requests(module.client, request, check_mode=module.check_mode)
         actions = requests.present(nodes) if p["state"] == "present" else requests.absent(nodes)
         changed = any(a.action not in (UNCHANGED, ABSENT, DELETING) for a in actions)
         result["node_maintenances"] = [a.as_dict() for a in actions]
@@ -214,10 +213,8 @@ def main() -> None:
                 )
     except RequestError as exc:
         module.fail_json(msg=exc.msg, **result)
-    except ReconcileError as exc:
-        module.fail_json(msg=str(exc), **result)
-    except K8sError as exc:
-        module.fail_k8s(exc, **result)
+    except NodeopsError as exc:
+        module.fail_error(exc, **result)
     module.exit_json(changed=changed, **result)
 
 

@@ -285,18 +285,14 @@ waiting:
 from datetime import datetime, timezone
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import HealthSpecError, parse_time
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import SafeTimeError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import SchedulerInputError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import StrategyError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
-    RemediationInputError,
     RemediationManager,
     offline_outcomes,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 
@@ -341,15 +337,8 @@ def _offline(module: K8sModule, params: dict[str, Any]) -> None:
             params["watchdog_timeout"],
             params["config_namespace"],
         )
-    except (
-        SafeTimeError,
-        StrategyError,
-        SchedulerInputError,
-        HealthSpecError,
-        RemediationInputError,
-        snapshot.SnapshotError,
-    ) as err:
-        module.fail_json(msg=str(err))
+    except NodeopsError as exc:  # the data cannot be used (times, strategy, snapshot, ...)
+        module.fail_error(exc)
     module.exit_json(
         changed=False,
         remediations=[o.as_dict() for o in outcomes],
@@ -397,12 +386,10 @@ def main() -> None:
     )
     try:
         outcomes = manager.run(params["namespace"], params["name"], params["wait_timeout"])
-    except (SafeTimeError, StrategyError, SchedulerInputError, HealthSpecError) as err:
-        module.fail_json(msg=str(err))
-    except K8sError as exc:
+    except NodeopsError as exc:  # a K8sError with its reason and status, or a configuration it cannot use
         for warning in manager.warnings:
             module.warn(warning)
-        module.fail_k8s(exc)
+        module.fail_error(exc)
     result: dict[str, Any] = {
         "changed": any(o.changed for o in outcomes),
         "remediations": [o.as_dict() for o in outcomes],

@@ -36,7 +36,9 @@ attributes:
     support: partial
     details:
       - O(step=start) reports what it would request and how it would treat interrupted nodes, and writes nothing.
-      - O(step=next_wave) returns no wave; O(step=finish) only checks its input; O(step=summary) reads only.
+      - O(step=next_wave) returns no wave; it reports a change when it would take one.
+      - O(step=finish) checks its input and reports the outcome it would record, as if every node in O(succeeded)
+        came back Ready; it reports a change when the current wave has nodes. O(step=summary) reads only.
   diff_mode:
     support: none
 options:
@@ -313,16 +315,20 @@ lines:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (
     INTERRUPTED_POLICIES,
     PENDING,
     RollingError,
+    RunRecord,
+    fail_budget,
+    mark_done,
+    mark_failed,
     plan_start,
     record_name,
     sort_outcomes,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
-    ReconcileError,
     ReconcileOptions,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
@@ -333,10 +339,10 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
     Rolling,
     RunOptions,
+    finish_changed,
     start_changed,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -429,6 +435,21 @@ def timings(value: dict[str, Any]) -> dict[str, tuple[float, float]]:
     return out
 
 
+def next_wave_check(rolling: Rolling, run: RunRecord) -> dict[str, Any]:
+    """What O(step=next_wave) would return, without waiting or writing: no wave, but a change when it would
+    take one (some nodes are pending and the failures are within O(max_fail_percentage))."""
+    abort = fail_budget(run, rolling.options.max_fail_percentage).exceeded
+    pending = run.in_state(PENDING)
+    return {
+        "changed": bool(pending) and not abort,
+        "wave": None,
+        "nodes": [],
+        "done": not pending and not abort,
+        "abort": abort,
+        **rolling.status(run),
+    }
+
+
 def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
     """What a step would do, without writing."""
     p = module.params
@@ -448,13 +469,29 @@ def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
             released=[],
         )
     elif p["step"] == "next_wave":
-        result.update(wave=None, nodes=[], done=not run.in_state(PENDING), abort=False)
+        return next_wave_check(rolling, run)
     elif p["step"] == "finish":
+        now = rolling.clock()
         try:
-            outcomes = sort_outcomes(run, p["succeeded"], p["failed"], rolling.clock())
+            outcomes = sort_outcomes(run, p["succeeded"], p["failed"], now)
         except RollingError as exc:
             module.fail_json(msg=f"{exc}; report only the nodes of the current wave.")
-        result.update(changed=True, maintained=outcomes.succeeded, failures=outcomes.failed, released=[], abort=False)
+        # the record as the finish would leave it, taking the nodes that succeeded as back in time
+        for node, why in outcomes.failed.items():
+            mark_failed(run, node, why, now)
+        for node in outcomes.succeeded:
+            mark_done(run, node, now)
+        result.update(
+            changed=finish_changed(outcomes),
+            maintained=outcomes.succeeded,
+            failures=outcomes.failed,
+            released=[],
+            abort=fail_budget(run, rolling.options.max_fail_percentage).exceeded,
+        )
+        if p["then_next_wave"]:
+            finished = {k: result[k] for k in ("maintained", "failures", "released", "abort")}
+            following = next_wave_check(rolling, run)
+            return {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
     else:
         return rolling.summary()
     result.update(rolling.status(run))
@@ -484,15 +521,14 @@ def main() -> None:
             result = rolling.finish(p["succeeded"], failed, timings(p["timings"]))
             if p["then_next_wave"]:
                 finished = {k: result[k] for k in ("maintained", "failures", "released", "abort")}
-                result = {**rolling.next_wave(), "finished": finished, "changed": True}
+                following = rolling.next_wave()
+                result = {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
         else:
             result = rolling.summary()
     except RequestError as exc:
         module.fail_json(msg=exc.msg, **exc.result)
-    except ReconcileError as exc:
-        module.fail_json(msg=str(exc))
-    except K8sError as exc:
-        module.fail_k8s(exc)
+    except NodeopsError as exc:
+        module.fail_error(exc)
     module.exit_json(**result)
 
 

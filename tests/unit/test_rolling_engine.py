@@ -438,6 +438,17 @@ def test_finish_refuses_nodes_outside_the_wave_and_changes_nothing(api: Api) -> 
     assert api.obj(CONFIGMAPS, RECORD, CFG) == before
 
 
+def test_finish_without_a_wave_changes_and_writes_nothing(api: Api) -> None:
+    started(api, "n0")
+    writes = api.write_count
+    result = rolling(api).finish([], {})
+    assert result["changed"] is False and api.write_count == writes
+    assert (result["maintained"], result["failures"], result["released"], result["abort"]) == ([], {}, [], False)
+    assert result["counts"]["pending"] == 1
+    assert rolling(api, run_id="other").finish([], {})["changed"] is False  # no record: none is created
+    assert api.write_count == writes
+
+
 def test_finish_within_the_fail_budget_does_not_abort(api: Api) -> None:
     first_wave(api, "n0", "n1", "n2", "n3")
     result = rolling(api, max_fail_percentage=25).finish(["n0", "n1", "n2"], {"n3": "x"})

@@ -7,7 +7,7 @@ Pure, standard library only, Python 3.9 syntax at run time (shipped to the nodes
 ``SNR_FIELDS`` is the one table of the limits; a unit test checks it against the CRD file
 (roles/crds/files/self-node-remediation.medik8s.io_selfnoderemediationconfigs.yaml).
 ``validate(config)`` returns the configuration with defaults applied and durations in seconds, or
-raises ConfigError naming the field.
+raises AgentConfigError naming the field.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .duration import DurationError, parse_duration
+from .errors import NodeopsError
 
 
-class ConfigError(ValueError):
+class AgentConfigError(NodeopsError, ValueError):
     """A configuration the agent refuses; the message names the field."""
 
 
@@ -70,56 +71,56 @@ def _check(name: str, spec: Mapping[str, Any], value: Any) -> Any:
         try:
             seconds = parse_duration(value, name)
         except DurationError as err:
-            raise ConfigError(str(err)) from err
+            raise AgentConfigError(str(err)) from err
         if seconds < spec["minimum"]:
-            raise ConfigError(f"{name}: {value!r} is below the minimum of {spec['minimum']:g}s.")
+            raise AgentConfigError(f"{name}: {value!r} is below the minimum of {spec['minimum']:g}s.")
         return seconds
     if kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{name}: {value!r} must be a whole number.")
+            raise AgentConfigError(f"{name}: {value!r} must be a whole number.")
         if "minimum" in spec and value < spec["minimum"]:
-            raise ConfigError(f"{name}: {value} is below the minimum of {spec['minimum']}.")
+            raise AgentConfigError(f"{name}: {value} is below the minimum of {spec['minimum']}.")
         if "maximum" in spec and value > spec["maximum"]:
-            raise ConfigError(f"{name}: {value} is above the maximum of {spec['maximum']}.")
+            raise AgentConfigError(f"{name}: {value} is above the maximum of {spec['maximum']}.")
         return value
     if kind == "boolean":
         if not isinstance(value, bool):
-            raise ConfigError(f"{name}: {value!r} must be true or false.")
+            raise AgentConfigError(f"{name}: {value!r} must be true or false.")
         return value
     if kind == "list":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{name}: {value!r} must be a list of strings.")
+            raise AgentConfigError(f"{name}: {value!r} must be a list of strings.")
         return list(value)
     if not isinstance(value, str):
-        raise ConfigError(f"{name}: {value!r} must be a string.")
+        raise AgentConfigError(f"{name}: {value!r} must be a string.")
     if "choices" in spec and value not in spec["choices"]:
-        raise ConfigError(f"{name}: {value!r} must be one of {', '.join(spec['choices'])}.")
+        raise AgentConfigError(f"{name}: {value!r} must be one of {', '.join(spec['choices'])}.")
     return value
 
 
 def validate(config: Mapping[str, Any]) -> dict[str, Any]:
     """The configuration with defaults applied and durations as seconds (floats)."""
     if not isinstance(config, Mapping):
-        raise ConfigError("the configuration must be a mapping of field names to values.")
+        raise AgentConfigError("the configuration must be a mapping of field names to values.")
     fields = dict(SNR_FIELDS)
     fields.update(AGENT_FIELDS)
     unknown = sorted(set(config) - set(fields))
     if unknown:
-        raise ConfigError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(fields))}).")
+        raise AgentConfigError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(fields))}).")
     result: dict[str, Any] = {}
     for name, spec in fields.items():
         if name not in config or config[name] is None:
             if spec.get("required"):
-                raise ConfigError(f"{name}: required.")
+                raise AgentConfigError(f"{name}: required.")
             value = spec["default"]
         else:
             value = config[name]
         result[name] = _check(name, spec, value)
     for name in ("nodeName", "apiServer", "caFile", "tokenFile", "peerCaFile", "peerCertFile", "peerKeyFile"):
         if not result[name]:
-            raise ConfigError(f"{name}: must not be empty.")
+            raise AgentConfigError(f"{name}: must not be empty.")
     if not result["apiServer"].startswith("https://"):
-        raise ConfigError(f"apiServer: {result['apiServer']!r} must be an https:// URL.")
+        raise AgentConfigError(f"apiServer: {result['apiServer']!r} must be an https:// URL.")
     if result["isSoftwareRebootEnabled"] and not result["rebootCommand"]:
-        raise ConfigError("rebootCommand: must not be empty while isSoftwareRebootEnabled is true.")
+        raise AgentConfigError("rebootCommand: must not be empty while isSoftwareRebootEnabled is true.")
     return result

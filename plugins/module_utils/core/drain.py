@@ -3,7 +3,7 @@
 """Pure drain logic: which pods go, which stay and why, progress arithmetic, the result.
 
 No Ansible, no network, no clock: the engine (``engines/drain.py``) does the I/O and passes
-times in. The node agent ships this file, so it uses the standard library only.
+times in. Standard library only, as the whole core (the node agent does not ship this file).
 
 Classification follows kubectl's order, with short-circuits: a pod already being deleted is
 waited for; DaemonSet pods stay (one whose DaemonSet is gone needs ``force``); mirror pods stay;

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import NodeopsError
+
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _WHOLE = re.compile(r"^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$")
@@ -19,7 +21,7 @@ MAX_SECONDS = (2**63 - 1) / 1e9
 _MAX_TEXT = "2562047h47m16.854775807s"
 
 
-class DurationError(ValueError):
+class DurationError(NodeopsError, ValueError):
     """A value that is not a Go-style duration; the message names the field."""
 
 
@@ -51,19 +53,3 @@ def parse_duration(value: object, field: str, allow_negative: bool = False) -> f
     if sign < 0 and seconds > 0 and not allow_negative:
         raise DurationError(f"{field}: {value!r} is negative; give a duration of 0 or more such as '15s'.")
     return sign * seconds
-
-
-def format_duration(seconds: float) -> str:
-    """A short Go-style spelling of ``seconds`` (``90`` -> ``"1m30s"``), for messages."""
-    sign = "-" if seconds < 0 else ""
-    rest = abs(seconds)
-    hours, rest = divmod(rest, 3600)
-    minutes, rest = divmod(rest, 60)
-    parts = []
-    if hours:
-        parts.append(f"{int(hours)}h")
-    if minutes:
-        parts.append(f"{int(minutes)}m")
-    if rest or not parts:
-        parts.append(f"{rest:g}s")
-    return sign + "".join(parts)

@@ -38,6 +38,7 @@ from typing import Any
 from . import nodelease, rfc3339
 from . import nodes as _nodes
 from .duration import MAX_SECONDS, DurationError, parse_duration
+from .errors import NodeopsError
 from .intorpercent import IntOrPercentError, parse, scaled
 from .labelselector import SelectorError, matches, validate
 from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
@@ -104,7 +105,7 @@ UNHEALTHY_CODES = frozenset(
 )
 
 
-class HealthSpecError(ValueError):
+class HealthSpecError(NodeopsError, ValueError):
     """A NodeHealthCheck spec (or input) the evaluation cannot use; the message names the field."""
 
 

@@ -2,19 +2,21 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Int-or-percent values (``3`` or ``"20%"``), as Kubernetes' intstr, with the rounding made explicit.
 
-Pure: used by the scheduler (maxParallelOperations rounds up, maxUnavailable rounds down) and the
-health rules (minHealthy / maxUnhealthy round up), and shipped to the node agent (standard library only).
+Pure, standard library only: used by the scheduler (maxParallelOperations rounds up, maxUnavailable rounds
+down) and the health rules (minHealthy / maxUnhealthy round up).
 """
 
 from __future__ import annotations
 
 import re
 
+from .errors import NodeopsError
+
 # [0-9], not \d: \d (like int() and str.isdigit()) takes every Unicode decimal digit, such as "٣" (U+0663).
 _PERCENT = re.compile(r"([0-9]+)%")
 
 
-class IntOrPercentError(ValueError):
+class IntOrPercentError(NodeopsError, ValueError):
     """A value that is neither an integer nor a whole percentage; the message names the field."""
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import NodeopsError
+
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-class SelectorError(ValueError):
+class SelectorError(NodeopsError, ValueError):
     """A malformed selector; the message names the field."""
 
 

@@ -42,6 +42,7 @@ from typing import Any
 from . import cordon as _cordon_core
 from . import drain as drain_core
 from . import rfc3339 as _rfc3339
+from .errors import NodeopsError
 from .scheduler import FINALIZER, INITIAL_UNSCHEDULABLE_ANNOTATION
 
 PHASE_PENDING = "Pending"
@@ -88,7 +89,7 @@ DEFAULT_MAX_MAINTENANCE_SECONDS = 3600
 MAX_TIMEOUT_SECONDS = 2**31 - 1
 
 
-class LifecycleInputError(ValueError):
+class LifecycleInputError(NodeopsError, ValueError):
     """A NodeMaintenance field the lifecycle cannot use; the message names the field and says how to fix it."""
 
 

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import rfc3339
+from .errors import NodeopsError
 
 NAMESPACE = "medik8s-leases"
 #: The length of a remediation from a template without a timeout (a single template).
@@ -39,7 +40,7 @@ TAKEN_RETRY_SECONDS = 60.0
 MAX_DURATION_SECONDS = 2**31 - 1
 
 
-class NodeLeaseError(ValueError):
+class NodeLeaseError(NodeopsError, ValueError):
     """A node Lease whose fields cannot be read; the message names the field."""
 
 

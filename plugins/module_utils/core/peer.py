@@ -55,6 +55,7 @@ from datetime import datetime
 from typing import Any
 
 from . import rfc3339
+from .errors import NodeopsError
 from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
 
 # Answers of a peer (upstream's HealthCheckResponse values).
@@ -100,11 +101,6 @@ class Verdict:
     reason: str
     answers: tuple[int, ...] = ()  # every answer received this round, in batch order
     batches_asked: int = 0
-
-    @property
-    def any_answer(self) -> bool:
-        """Whether a peer showed it is alive (any status other than RequestFailed, Busy included)."""
-        return any(answer != REQUEST_FAILED for answer in self.answers)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -249,7 +245,7 @@ def node_verdict(
     return worker
 
 
-class DecideError(ValueError):
+class DecideError(NodeopsError, ValueError):
     """Input of :func:`decide` that cannot be used; the message names the field."""
 
 

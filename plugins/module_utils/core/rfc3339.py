@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from .errors import NodeopsError
+
 #: UTC; ``datetime.UTC`` needs Python 3.11.
 UTC = timezone.utc  # noqa: UP017
 
@@ -22,7 +24,7 @@ _STAMP = re.compile(
 EXAMPLE = "2026-01-31T12:00:00Z"
 
 
-class TimeError(ValueError):
+class TimeError(NodeopsError, ValueError):
     """A value that is not a usable RFC 3339 time; the message names the field and says how to fix it."""
 
 

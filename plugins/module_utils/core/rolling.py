@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import rfc3339
+from .errors import NodeopsError
 from .lifecycle import ACTIVE_PHASES, PHASE_READY, PHASE_REQUESTOR_FAILED
 
 PENDING = "pending"
@@ -50,7 +51,7 @@ _DNS_LABEL = re.compile(r"[^a-z0-9-]+")
 _TIME_FIELDS = ("requested", "admitted", "ready", "started", "began", "ended", "finished", "back")
 
 
-class RollingError(ValueError):
+class RollingError(NodeopsError, ValueError):
     """A record that cannot be read, or an input that cannot be used."""
 
 

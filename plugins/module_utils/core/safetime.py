@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .duration import MAX_SECONDS, DurationError, parse_duration
+from .errors import NodeopsError
 
 #: SelfNodeRemediationConfig defaults (upstream's CRD defaults).
 DEFAULTS: dict[str, Any] = {
@@ -74,7 +75,7 @@ MAX_INTEGER = 2**63 - 1
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
-class SafeTimeError(ValueError):
+class SafeTimeError(NodeopsError, ValueError):
     """A configuration value the arithmetic cannot use; the message names the field."""
 
 

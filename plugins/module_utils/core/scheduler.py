@@ -44,6 +44,7 @@ from heapq import heapify, heappop, heappush
 from typing import Any, TypeVar
 
 from . import rfc3339
+from .errors import NodeopsError
 from .intorpercent import parse, scaled
 
 _T = TypeVar("_T")
@@ -87,7 +88,7 @@ UNKNOWN_NODES_MODES = ("error", "skip")
 _MAPS = (dict, Mapping)
 
 
-class SchedulerInputError(ValueError):
+class SchedulerInputError(NodeopsError, ValueError):
     """Input the scheduler cannot use; the message names the object and the field."""
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import NodeopsError
+
 AUTOMATIC = "Automatic"
 RESOURCE_DELETION = "ResourceDeletion"
 OUT_OF_SERVICE_TAINT = "OutOfServiceTaint"
@@ -21,7 +23,7 @@ OUT_OF_SERVICE_GA = (1, 28)
 _VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)")
 
 
-class StrategyError(ValueError):
+class StrategyError(NodeopsError, ValueError):
     """An unknown strategy, an unreadable version, or a strategy the cluster cannot run."""
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..core import drain as core
 from ..core.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
+from ..core.errors import NodeopsError
 from ..core.scheduler import parse_requests
 from ..k8s.client import DAEMONSETS, NODE_MAINTENANCES, NODES, PDBS, PODS, Client, Watch
 from ..k8s.errors import OBJECT_GONE, Conflict, K8sError, MissingResourceType, NotFound, TooManyRequests
@@ -45,7 +46,7 @@ ProgressCallback = Callable[[core.DrainProgress], None]
 EXTRA_CONNECTIONS = 2
 
 
-class DrainError(Exception):
+class DrainError(NodeopsError):
     """The drain cannot start or did not finish; ``result`` holds what is known."""
 
     def __init__(self, msg: str, result: dict[str, Any] | None = None) -> None:

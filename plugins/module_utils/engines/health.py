@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from ..core import nodelease
+from ..core.errors import NodeopsError
 from ..core.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
     CONTROL_PLANE_CR_LABEL,
@@ -95,7 +96,7 @@ def lease_namespace_of(spec: Mapping[str, Any]) -> str:
     return "default"
 
 
-class HealthInputError(ValueError):
+class HealthInputError(NodeopsError, ValueError):
     """Input the pass cannot use (a missing NodeHealthCheck or template); the message says what to fix."""
 
 

@@ -44,6 +44,7 @@ from ..core.cordon import (
     metadata_patch,
     resource_version,
 )
+from ..core.errors import NodeopsError
 from ..core.scheduler import (
     FINALIZER,
     SchedulerConfig,
@@ -63,7 +64,7 @@ MAX_CONFLICTS = 5
 COMPONENT = "nodeops-maintenance"
 
 
-class ReconcileError(Exception):
+class ReconcileError(NodeopsError):
     """The pass cannot run (bad config, missing CRDs, no namespace for the Lease)."""
 
 

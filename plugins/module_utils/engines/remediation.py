@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from ..core import rfc3339
+from ..core.errors import NodeopsError
 from ..core.health import format_time
 from ..core.remediation import (
     FINALIZER,
@@ -198,7 +199,7 @@ def offline_outcomes(
     return outcomes, ignored
 
 
-class RemediationInputError(ValueError):
+class RemediationInputError(NodeopsError, ValueError):
     """Offline input that is not what it should be; the message names the item."""
 
 

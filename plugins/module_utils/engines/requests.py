@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import lifecycle as lc
+from ..core.errors import NodeopsError
 from ..k8s.client import NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, NotFound, UIDMismatch
 from .maintenance import Reconciler, summary
@@ -97,7 +98,7 @@ def nm_spec(p: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-class RequestError(Exception):
+class RequestError(NodeopsError):
     def __init__(self, msg: str, result: dict[str, Any] | None = None) -> None:
         super().__init__(msg)
         self.msg = msg

@@ -230,6 +230,15 @@ class Rolling:
             outcomes = core.sort_outcomes(run, succeeded, failed, self.clock(), timings)
         except core.RollingError as exc:
             raise RequestError(f"{exc}; report only the nodes of the current wave.") from None
+        if not finish_changed(outcomes):  # no node in a wave: nothing to record or release
+            return {
+                "changed": False,
+                "maintained": [],
+                "failures": {},
+                "released": [],
+                "abort": core.fail_budget(run, opts.max_fail_percentage).exceeded,
+                **self.status(run),
+            }
         for node, why in outcomes.failed.items():
             core.mark_failed(run, node, why, self.clock())
         self.save(run)  # the failures reported are on record before any wait or release
@@ -371,6 +380,12 @@ class Rolling:
 def start_changed(plan: core.StartPlan, actions: Sequence[Action]) -> bool:
     """Whether a start step changes (or, in check mode, would change) anything."""
     return bool(plan.added or plan.release or plan.fail or plan.rerun) or any(a.action != UNCHANGED for a in actions)
+
+
+def finish_changed(outcomes: core.Outcomes) -> bool:
+    """Whether a finish step changes (or, in check mode, would change) anything: it records and releases the
+    nodes of the wave, and every node of the wave has an outcome (reported or not)."""
+    return bool(outcomes.succeeded or outcomes.failed)
 
 
 def _set_condition(obj: dict[str, Any], status: str, reason: str, message: str, now: str) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.errors import NodeopsError
 from .client import CRDS, KNOWN_RESOURCES, Client, Resource
 from .errors import Conflict, K8sError, MissingResourceType, NotFound, UIDMismatch
 
@@ -29,11 +30,11 @@ POLL_INTERVAL = 0.5
 _VOLATILE_METADATA = ("managedFields", "resourceVersion", "generation")
 
 
-class ManifestError(ValueError):
+class ManifestError(NodeopsError, ValueError):
     """``definition`` is not a usable list of manifests; raised before the first API call."""
 
 
-class ApplyError(Exception):
+class ApplyError(NodeopsError):
     """A manifest could not be applied, deleted or waited for. ``results`` holds what was done before."""
 
     def __init__(self, msg: str, cause: K8sError | None = None, results: list[dict[str, Any]] | None = None) -> None:

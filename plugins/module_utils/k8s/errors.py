@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.errors import NodeopsError
 
-class K8sError(Exception):
+
+class K8sError(NodeopsError):
     """A failed call to the Kubernetes API, with a message meant for a person."""
 
     reason = "error"

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ..core.errors import NodeopsError
 from .client import AUTH_ARG_SPEC, Client
 from .errors import K8sError
 
@@ -71,4 +72,13 @@ class K8sModule(AnsibleModule):
 
     def fail_k8s(self, exc: K8sError, **extra: Any) -> NoReturn:
         self.fail_json(msg=exc.msg, error=exc.to_result(), **extra)
+        raise SystemExit(1)  # not reached: fail_json exits
+
+    def fail_error(self, exc: NodeopsError, **extra: Any) -> NoReturn:
+        """A clean failure for any error of the collection: a K8sError as fail_k8s reports it (with its reason
+        and status), any other with its message. Modules end their handlers with it, after the handlers that
+        add keys of their own."""
+        if isinstance(exc, K8sError):
+            self.fail_k8s(exc, **extra)
+        self.fail_json(msg=str(exc), **extra)
         raise SystemExit(1)  # not reached: fail_json exits

@@ -13,8 +13,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..core.errors import NodeopsError
 
-class SnapshotError(ValueError):
+
+class SnapshotError(NodeopsError, ValueError):
     """A snapshot file that cannot be used; the message names the file and says what to fix."""
 
 

@@ -1,0 +1,180 @@
+"""The rolling_maintenance module run as Ansible runs it (its arguments, exit_json) against the in-memory API of
+test_rolling_engine: what each step reports in check mode, that check mode writes nothing, and that a real step
+reports a change exactly when check mode said it would."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import CONFIGMAPS, NODES
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.modules import rolling_maintenance
+from unit.test_engine_maintenance import NS, node
+from unit.test_rolling_engine import CFG, REQUESTOR, RUN, Api, first_wave, rolling, started
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Api:
+    fake = Api()
+    for name in ("n0", "n1", "n2", "n3"):
+        fake.add(NODES, node(name))
+    monkeypatch.setattr(K8sModule, "client", property(lambda self: fake))
+    return fake
+
+
+def run_module(
+    capsys: pytest.CaptureFixture[str], check_mode: bool, fails: bool = False, **params: Any
+) -> dict[str, Any]:
+    args = {
+        "run_id": RUN,
+        "requestor": REQUESTOR,
+        "namespace": NS,
+        "config_namespace": CFG,
+        "engine": "operator",
+        "poll_interval": 0.01,
+        "_ansible_check_mode": check_mode,
+        **params,
+    }
+    capsys.readouterr()
+    with patch_module_args(args), pytest.raises(SystemExit):
+        rolling_maintenance.main()
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert bool(result.get("failed")) is fails, result
+    return result
+
+
+def checked(api: Api, capsys: pytest.CaptureFixture[str], **params: Any) -> dict[str, Any]:
+    """The step in check mode; asserts that it wrote nothing."""
+    before, writes = copy.deepcopy(api.objects), api.write_count
+    result = run_module(capsys, True, **params)
+    assert api.write_count == writes and api.objects == before
+    return result
+
+
+# ============================================================================== start
+def test_check_mode_start_of_a_new_run_would_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    result = checked(api, capsys, step="start", nodes=["n0", "n1"])
+    assert result["changed"] is True
+    assert [(r["node"], r["action"]) for r in result["requested"]] == [("n0", "created"), ("n1", "created")]
+    assert result["pending"] == ["n0", "n1"]
+
+
+def test_check_mode_start_of_a_started_run_would_not_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    started(api, "n0", "n1")
+    result = checked(api, capsys, step="start", nodes=["n0", "n1"])
+    assert result["changed"] is False
+    assert run_module(capsys, False, step="start", nodes=["n0", "n1"])["changed"] is False
+
+
+# ============================================================================== next_wave
+def test_check_mode_next_wave_would_change_while_nodes_are_pending(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started(api, "n0")
+    api.set_phase("n0", lc.PHASE_READY)
+    result = checked(api, capsys, step="next_wave")
+    assert result["changed"] is True
+    assert (result["wave"], result["nodes"], result["done"], result["abort"]) == (None, [], False, False)
+    assert run_module(capsys, False, step="next_wave")["changed"] is True
+
+
+def test_check_mode_next_wave_with_nothing_pending_would_not_change(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first_wave(api, "n0")
+    result = checked(api, capsys, step="next_wave")
+    assert (result["changed"], result["done"], result["abort"]) == (False, True, False)
+    assert run_module(capsys, False, step="next_wave")["changed"] is False
+
+
+def test_check_mode_next_wave_past_the_fail_budget_aborts_without_a_change(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first_wave(api, "n0", "n1")
+    rolling(api).finish(["n0"], {"n1": "boom"})
+    started(api, "n2")
+    result = checked(api, capsys, step="next_wave")
+    assert (result["changed"], result["done"], result["abort"]) == (False, False, True)
+    assert run_module(capsys, False, step="next_wave")["changed"] is False
+
+
+# ============================================================================== finish
+def test_check_mode_finish_of_a_wave_would_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    first_wave(api, "n0", "n1")
+    result = checked(api, capsys, step="finish", succeeded=["n0"], failed={"n1": "boom"})
+    assert result["changed"] is True
+    assert result["maintained"] == ["n0"] and result["failures"] == {"n1": "boom"} and result["released"] == []
+    assert result["abort"] is True  # 1 of 2 failed, max_fail_percentage 0
+    assert result["counts"]["done"] == 1 and result["failed_nodes"] == ["n1"] and result["complete"] is True
+    real = run_module(capsys, False, step="finish", succeeded=["n0"], failed={"n1": "boom"})
+    assert real["changed"] is True
+    assert (real["maintained"], real["failures"], real["abort"]) == (["n0"], {"n1": "boom"}, True)
+
+
+def test_check_mode_finish_of_a_wave_that_reported_nothing_would_still_change(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node of the wave that reported no outcome has failed: the finish records that."""
+    first_wave(api, "n0")
+    result = checked(api, capsys, step="finish")
+    assert result["changed"] is True and list(result["failures"]) == ["n0"]
+
+
+def test_check_mode_finish_without_a_wave_would_not_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    started(api, "n0")
+    result = checked(api, capsys, step="finish")
+    assert result["changed"] is False
+    assert (result["maintained"], result["failures"], result["released"]) == ([], {}, [])
+    writes = api.write_count
+    real = run_module(capsys, False, step="finish")
+    assert real["changed"] is False and api.write_count == writes
+
+
+def test_finish_of_a_run_without_a_record_writes_none(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    assert checked(api, capsys, step="finish")["changed"] is False
+    assert run_module(capsys, False, step="finish")["changed"] is False
+    assert api.write_count == 0 and api.obj(CONFIGMAPS, "nodeops-rolling-" + RUN, CFG) is None
+
+
+def test_check_mode_finish_refuses_nodes_outside_the_wave(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    started(api, "n0")
+    writes = api.write_count
+    result = run_module(capsys, True, fails=True, step="finish", succeeded=["n0"])
+    assert "not in the current wave: n0" in result["msg"]
+    assert api.write_count == writes
+
+
+def test_check_mode_finish_then_next_wave_reports_both(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    started(api, "n0", "n1")
+    api.set_phase("n0", lc.PHASE_READY)
+    assert rolling(api).next_wave()["nodes"] == ["n0"]
+    result = checked(api, capsys, step="finish", succeeded=["n0"], then_next_wave=True)
+    assert result["changed"] is True
+    assert result["finished"] == {"maintained": ["n0"], "failures": {}, "released": [], "abort": False}
+    assert (result["wave"], result["nodes"], result["done"], result["abort"]) == (None, [], False, False)
+    assert result["counts"]["done"] == 1 and result["counts"]["pending"] == 1
+
+
+def test_check_mode_then_next_wave_without_a_wave_or_pending_nodes_would_not_change(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first_wave(api, "n0")
+    rolling(api).finish(["n0"], {})
+    result = checked(api, capsys, step="finish", then_next_wave=True)
+    assert result["changed"] is False and result["done"] is True
+    assert result["finished"] == {"maintained": [], "failures": {}, "released": [], "abort": False}
+    writes = api.write_count
+    real = run_module(capsys, False, step="finish", then_next_wave=True)
+    assert real["changed"] is False and real["done"] is True and api.write_count == writes
+
+
+# ============================================================================== summary
+def test_check_mode_summary_reads_only(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    first_wave(api, "n0")
+    result = checked(api, capsys, step="summary")
+    assert result["changed"] is False and [r["node"] for r in result["nodes"]] == ["n0"]
