@@ -71,6 +71,9 @@ options:
   engine:
     description:
       - V(builtin) runs reconcile passes while waiting; V(operator) only waits for another reconciler.
+      - The NVIDIA Maintenance Operator serves O(cordon=false) as V(true) and O(drain_spec.timeout_seconds=0)
+        as V(300) (the CRD's defaults, once its API types leave out a false or a 0). With V(operator) the
+        request is written that way from the start and the task warns; RV(overrides) lists what changed.
     type: str
     choices: [builtin, operator]
     default: builtin
@@ -142,6 +145,14 @@ node_maintenances:
       elements: dict
   sample:
     - {node: gpu-07, name: default/upgrades.example.com-gpu-07, action: created, phase: Ready, conditions: []}
+overrides:
+  description:
+    - One sentence per option that the engine serves differently from what was asked (O(engine=operator)
+      only); the same sentences are the task's warnings.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 """
 
 from typing import Any
@@ -159,6 +170,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     RequestError,
     Requests,
     RequestSpec,
+    for_engine,
     is_gone,
     is_ready,
     nm_spec,
@@ -186,13 +198,15 @@ def main() -> None:
     p = module.params
     nodes = list(dict.fromkeys(p["name"]))
     try:
-        spec = nm_spec(p)
+        spec, overrides = for_engine(nm_spec(p), p["engine"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    for sentence in overrides:
+        module.warn(sentence)
     options = ReconcileOptions(config_namespace=p["config_namespace"], step_budget=p["step_timeout"])
     module.set_pool_size(options.pool_size())
     request = RequestSpec(p["requestor"], p["namespace"], p["name_prefix"] or p["requestor"], spec)
-    result: dict[str, Any] = {"node_maintenances": []}
+    result: dict[str, Any] = {"node_maintenances": [], "overrides": overrides}
     try:
         requests = Requests(module.client, request, check_mode=module.check_mode)
         actions = requests.present(nodes) if p["state"] == "present" else requests.absent(nodes)

@@ -82,6 +82,9 @@ options:
     description:
       - V(builtin) runs the reconcile passes itself; V(operator) only watches, for a cluster where the NVIDIA
         Maintenance Operator reconciles the objects.
+      - The NVIDIA Maintenance Operator serves O(cordon=false) as V(true) and O(drain_spec.timeout_seconds=0)
+        as V(300) (the CRD's defaults, once its API types leave out a false or a 0). With V(operator),
+        O(step=start) writes the requests that way from the start and warns; RV(overrides) lists what changed.
     type: str
     choices: [builtin, operator]
     default: builtin
@@ -196,6 +199,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+overrides:
+  description:
+    - One sentence per option that the engine serves differently from what was asked (O(engine=operator)
+      only); the same sentences are the task's warnings.
+  returned: O(step=start)
+  type: list
+  elements: str
+  sample: []
 run_id:
   description: The run.
   returned: always
@@ -334,6 +345,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
     REQUEST_ARGUMENT_SPEC,
     RequestError,
+    for_engine,
     nm_spec,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
@@ -376,8 +388,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
 POSITIVE = ("gather_seconds", "wave_timeout", "node_ready_timeout", "release_timeout", "poll_interval", "step_timeout")
 
 
-def run_options(p: dict[str, Any]) -> RunOptions:
-    """The options, checked; ValueError says what is wrong."""
+def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
+    """The options, checked (ValueError says what is wrong), and what the engine serves differently."""
     for name in POSITIVE:
         if p[name] < 0 or (name != "gather_seconds" and p[name] == 0):
             raise ValueError(f"{name} must be more than 0 (got {p[name]:g}).")
@@ -395,12 +407,13 @@ def run_options(p: dict[str, Any]) -> RunOptions:
         step_budget=p["step_timeout"],
         workers=p["workers"],
     )
-    return RunOptions(
+    spec, overrides = for_engine(nm_spec(p), p["engine"])
+    options = RunOptions(
         run_id=p["run_id"],
         requestor=p["requestor"],
         namespace=p["namespace"],
         record_namespace=p["config_namespace"],
-        spec=nm_spec(p),
+        spec=spec,
         name_prefix=p["name_prefix"],
         engine=p["engine"],
         reconcile=reconcile,
@@ -412,6 +425,7 @@ def run_options(p: dict[str, Any]) -> RunOptions:
         release_failed=p["release_failed"],
         max_fail_percentage=p["max_fail_percentage"],
     )
+    return options, overrides
 
 
 def targets(module: K8sModule) -> list[str]:
@@ -502,18 +516,24 @@ def main() -> None:
     module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     try:
-        options = run_options(p)
+        options, overrides = run_options(p)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     if options.reconcile is not None:
         module.set_pool_size(options.reconcile.pool_size())
+    step = p["step"]
+    if step == "start":
+        for sentence in overrides:
+            module.warn(sentence)
     try:
         rolling = Rolling(module.client, options)
         if module.check_mode:
-            module.exit_json(**check_mode_result(rolling, module))
-        step = p["step"]
+            result = check_mode_result(rolling, module)
+            if step == "start":
+                result["overrides"] = overrides
+            module.exit_json(**result)
         if step == "start":
-            result = rolling.start(targets(module), p["interrupted"], p["retry_failed"])
+            result = {**rolling.start(targets(module), p["interrupted"], p["retry_failed"]), "overrides": overrides}
         elif step == "next_wave":
             result = rolling.next_wave()
         elif step == "finish":

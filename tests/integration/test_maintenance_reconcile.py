@@ -25,6 +25,7 @@ from integration.test_crds import run_role
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from support.ansible_cli import BIN, clean_env, run_module
+from support.engines import Engine
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +114,20 @@ def nodes(crds: None, api: k8s.ApiClient) -> Iterator[list[str]]:
         yield names
     finally:
         kwok.delete_nodes(api, names)
+
+
+@pytest.fixture
+def engine_nodes(request: pytest.FixtureRequest, engine: Engine) -> Iterator[list[str]]:
+    """Three kwok nodes on the engine's control plane; the second one cordoned beforehand."""
+    if engine.name == "builtin":
+        request.getfixturevalue("crds")  # the operator's control plane has them from its start
+    names = kwok.add_nodes(engine.api, 3, prefix=f"rec-{uuid.uuid4().hex[:4]}")
+    try:
+        kwok.wait_nodes_ready(engine.api, names, timeout=60)
+        k8s.CoreV1Api(engine.api).patch_node(names[1], {"spec": {"unschedulable": True}})
+        yield names
+    finally:
+        kwok.delete_nodes(engine.api, names)
 
 
 def pods_on(core: k8s.CoreV1Api, node: str, namespace: str) -> list[k8s.V1Pod]:
@@ -381,13 +396,18 @@ def test_passes_take_turns_through_the_lease(
     assert phases == ["Pending", "Ready"]
 
 
-def test_node_maintenance_requests_joins_and_releases(
-    cluster: Any, api: k8s.ApiClient, namespace: str, nodes: list[str]
-) -> None:
+def test_node_maintenance_requests_joins_and_releases(engine: Engine, engine_nodes: list[str]) -> None:
+    """The module with either engine: its own reconcile passes, or the NVIDIA Maintenance Operator (it only waits)."""
+    api, namespace = engine.api, engine.namespace
     objs = k8s.CustomObjectsApi(api)
-    n0, n1, n2 = nodes
-    config(objs, namespace, {"maxParallelOperations": 2})
-    common = {**token_auth(cluster), "namespace": namespace, "config_namespace": namespace}
+    n0, n1, n2 = engine_nodes
+    config(objs, engine.config_namespace, {"maxParallelOperations": 2})
+    common = {
+        **token_auth(engine.cluster),
+        "namespace": namespace,
+        "config_namespace": engine.config_namespace,
+        "engine": engine.name,
+    }
 
     unknown = run_module("node_maintenance", {**common, "name": [n0, "no-such-node"], "requestor": "a.example.com"})
     assert unknown.failed and "no-such-node not found" in unknown.result["msg"]
@@ -416,7 +436,8 @@ def test_node_maintenance_requests_joins_and_releases(
     release = {**common, "name": [n0, n2], "requestor": "a.example.com", "state": "absent"}
     run = run_module("node_maintenance", {**release, "wait": True, "wait_timeout": 5})
     assert run.failed and "held for b.example.com" in run.result["msg"], run.result
-    assert not unschedulable(api, n2) and unschedulable(api, n0)
+    kwok.wait_until(lambda: not unschedulable(api, n2) or None, 60, f"{n2} given back")
+    assert unschedulable(api, n0)
     left = run_module("node_maintenance", {**common, "name": n0, "requestor": "b.example.com", "state": "absent"})
     assert left.result["node_maintenances"][0]["action"] == "left", left.result
     run = run_module("node_maintenance", {**release, "wait": True, "wait_timeout": 60})
@@ -424,3 +445,38 @@ def test_node_maintenance_requests_joins_and_releases(
     assert not unschedulable(api, n0)
     assert objs.list_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL)["items"] == []
     assert unschedulable(api, n1)  # never touched
+
+
+@pytest.mark.parametrize("engine", ["operator"], indirect=True)
+def test_the_operator_serves_cordon_false_as_true_and_the_task_says_so(engine: Engine, engine_nodes: list[str]) -> None:
+    """The NVIDIA operator cordons every node it maintains and gives a drain of no limit its default of 300 s: the
+    task warns, lists the overrides, writes the request as it will be served, and a second run is unchanged."""
+    api, namespace = engine.api, engine.namespace
+    n0 = engine_nodes[0]
+    args = {
+        **token_auth(engine.cluster),
+        "namespace": namespace,
+        "config_namespace": engine.config_namespace,
+        "engine": "operator",
+        "name": n0,
+        "requestor": "a.example.com",
+        "cordon": False,
+        "drain_spec": {"force": True, "timeout_seconds": 0},
+        "wait": True,
+        "wait_timeout": 90,
+    }
+    first = run_module("node_maintenance", args)
+    assert not first.failed, first.result
+    overrides = first.result["overrides"]
+    assert [o.split(":")[0] for o in overrides] == ["cordon", "drain_spec.timeout_seconds"], overrides
+    assert all(o in first.result.get("warnings", []) for o in overrides)
+    obj = get_nm(k8s.CustomObjectsApi(api), namespace, f"a.example.com-{n0}")
+    assert obj is not None
+    assert obj["spec"]["cordon"] is True and obj["spec"]["drainSpec"] == {"force": True, "timeoutSeconds": 300}
+    assert unschedulable(api, n0)
+    again = run_module("node_maintenance", args)
+    assert again.result["changed"] is False, again.result
+    assert again.result["node_maintenances"][0]["action"] == "unchanged"
+    gone = run_module("node_maintenance", {**args, "state": "absent", "wait_timeout": 60})
+    assert not gone.failed, gone.result
+    assert not unschedulable(api, n0)

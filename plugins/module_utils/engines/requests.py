@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import lifecycle as lc
+from ..core import requestspec
 from ..core.errors import NodeopsError
 from ..k8s.client import NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, NotFound, UIDMismatch
@@ -65,7 +66,8 @@ REQUEST_ARGUMENT_SPEC: dict[str, Any] = {
 
 
 def nm_spec(p: dict[str, Any]) -> dict[str, Any]:
-    """The NodeMaintenance spec fields from the options (the CRD's names)."""
+    """The NodeMaintenance spec fields from the options (the CRD's names), without the sub-fields whose zero value
+    means the same as leaving them out (as the NVIDIA Maintenance Operator writes them back)."""
     spec: dict[str, Any] = {"cordon": p["cordon"]}
     wait = p["wait_for_pod_completion"]
     if wait is not None:
@@ -95,7 +97,16 @@ def nm_spec(p: dict[str, Any]) -> dict[str, Any]:
                 {"byResourceNameRegex": e["by_resource_name_regex"]} for e in drain["pod_eviction_filters"]
             ]
         spec["drainSpec"] = out
-    return spec
+    return requestspec.canonical(spec)
+
+
+def for_engine(spec: dict[str, Any], engine: str) -> tuple[dict[str, Any], list[str]]:
+    """The request to write for ``engine``, and what it changes in the request asked for. The NVIDIA Maintenance
+    Operator serves ``cordon: false`` and a drain timeout of 0 with the CRD's defaults: the request says so from
+    the start, and a sentence for each goes to the task's warnings."""
+    if engine != "operator":
+        return spec, []
+    return requestspec.operator_stores(spec)
 
 
 class RequestError(NodeopsError):
@@ -231,7 +242,7 @@ class Requests:
                     spec = body["spec"]
                     changed = False
                     for key, value in req.spec.items():
-                        if spec.get(key) != value:
+                        if not requestspec.same_request(spec, req.spec, key):
                             spec[key] = value
                             changed = True
                     return changed
