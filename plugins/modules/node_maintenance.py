@@ -174,7 +174,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     is_gone,
     is_ready,
     nm_spec,
-    why_not_ready,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
@@ -216,9 +215,11 @@ def main() -> None:
             reconciler = Reconciler(module.client, options) if p["engine"] == "builtin" else None
             until = is_ready if p["state"] == "present" else is_gone
             done = requests.wait(actions, until, p["wait_timeout"], reconciler)
+            for warning in requests.warnings:
+                module.warn(warning)
             result["node_maintenances"] = [a.as_dict() for a in actions]
             if not done:
-                left = [why_not_ready(a) for a in actions if not until(a)]
+                left = [requests.explain(a) for a in actions if not until(a)]
                 goal = "Ready" if p["state"] == "present" else "released"
                 module.fail_json(
                     msg=f"Not {goal} after {p['wait_timeout']:g}s: " + "; ".join(left),

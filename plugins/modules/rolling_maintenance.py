@@ -525,6 +525,7 @@ def main() -> None:
     if step == "start":
         for sentence in overrides:
             module.warn(sentence)
+    rolling: Rolling | None = None
     try:
         rolling = Rolling(module.client, options)
         if module.check_mode:
@@ -546,10 +547,19 @@ def main() -> None:
         else:
             result = rolling.summary()
     except RequestError as exc:
+        warn_passes(module, rolling)
         module.fail_json(msg=exc.msg, **exc.result)
     except NodeopsError as exc:
+        warn_passes(module, rolling)
         module.fail_error(exc)
+    warn_passes(module, rolling)
     module.exit_json(**result)
+
+
+def warn_passes(module: K8sModule, rolling: Rolling | None) -> None:
+    """The warnings of the reconcile passes the step ran (each once)."""
+    for warning in rolling.requests.warnings if rolling is not None else ():
+        module.warn(warning)
 
 
 if __name__ == "__main__":

@@ -480,3 +480,88 @@ def test_the_operator_serves_cordon_false_as_true_and_the_task_says_so(engine: E
     gone = run_module("node_maintenance", {**args, "state": "absent", "wait_timeout": 60})
     assert not gone.failed, gone.result
     assert not unschedulable(api, n0)
+
+
+BLOCKING_FIELDS = ("blockingPods", "blockingPDBs", "blockedByRules")
+
+
+def drain_status_schema(crd: dict[str, Any]) -> dict[str, Any]:
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    return status["properties"]["drain"]["properties"]
+
+
+@pytest.fixture
+def crd_without_blocking_fields(crds: None, api: k8s.ApiClient, namespace: str) -> Iterator[None]:
+    """The NodeMaintenance CRD without the status fields that name what blocks a drain, as the NVIDIA operator's
+    CRD is; the collection's own is put back afterwards."""
+    ext = k8s.ApiextensionsV1Api(api)
+    name = f"{NM_PLURAL}.{GROUP}"
+    original = api.sanitize_for_serialization(ext.read_custom_resource_definition(name))
+    stripped = json.loads(json.dumps(original))
+    for key in BLOCKING_FIELDS:
+        drain_status_schema(stripped).pop(key)
+    ext.replace_custom_resource_definition(name, stripped)
+    objs = k8s.CustomObjectsApi(api)
+    probe = objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, nm("probe", "no-node"))
+
+    def pruned() -> bool | None:
+        current = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "probe")
+        current["status"] = {"drain": {"totalPods": 1, "blockingPods": ["x"]}}
+        written = objs.replace_namespaced_custom_object_status(GROUP, VERSION, namespace, NM_PLURAL, "probe", current)
+        return "blockingPods" not in written["status"]["drain"] or None
+
+    try:
+        kwok.wait_until(pruned, 60, "the API server to serve the CRD without the blocking fields")
+        objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, probe["metadata"]["name"])
+        yield
+    finally:
+        current = api.sanitize_for_serialization(ext.read_custom_resource_definition(name))
+        original["metadata"] = {"name": name, "resourceVersion": current["metadata"]["resourceVersion"]}
+        original.pop("status", None)
+        ext.replace_custom_resource_definition(name, original)
+
+
+def test_a_crd_without_the_blocking_fields_is_noticed_and_the_events_name_the_blocking_pod(
+    cluster: Any, api: k8s.ApiClient, namespace: str, nodes: list[str], crd_without_blocking_fields: None
+) -> None:
+    """With a CRD that drops status.drain.blockingPods (the NVIDIA operator's), the task warns once, and its failure
+    still names the pod and the budget that block the drain: from the EvictionBlocked event."""
+    core, n0 = k8s.CoreV1Api(api), nodes[0]
+    pod = {
+        "metadata": {"name": "guarded", "labels": {"app": "guarded"}},
+        "spec": {
+            "nodeName": n0,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": IMAGE}],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+    pdb = {"metadata": {"name": "guard"}, "spec": {"selector": {"matchLabels": {"app": "guarded"}}, "minAvailable": 1}}
+    k8s.PolicyV1Api(api).create_namespaced_pod_disruption_budget(namespace, pdb)
+
+    def counted() -> bool | None:
+        status = k8s.PolicyV1Api(api).read_namespaced_pod_disruption_budget("guard", namespace).status
+        return bool(status and status.observed_generation and status.current_healthy == 1) or None
+
+    kwok.wait_until(counted, 60, "the disruption controller to count the guarded pod")
+    config(k8s.CustomObjectsApi(api), namespace, {"maxParallelOperations": 1})
+    args = {
+        **token_auth(cluster),
+        "namespace": namespace,
+        "config_namespace": namespace,
+        "name": n0,
+        "requestor": "a.example.com",
+        "drain_spec": {"force": True, "timeout_seconds": 120},
+        "wait": True,
+        "wait_timeout": 8,
+    }
+    run = run_module("node_maintenance", args)
+    assert run.failed, run.result
+    assert (
+        f"eviction refused by PodDisruptionBudget {namespace}/guard for pod(s) {namespace}/guarded"
+        in (run.result["msg"])
+    ), run.result["msg"]
+    dropped = [w for w in run.result.get("warnings", []) if "drops status.drain.blockingPods" in w]
+    assert len(dropped) == 1, run.result.get("warnings")
+    obj = get_nm(k8s.CustomObjectsApi(api), namespace, f"a.example.com-{n0}")
+    assert obj is not None and "blockingPods" not in obj["status"]["drain"]

@@ -84,6 +84,9 @@ NEED_PODS = "pods"  # list the node's pods that match waitForPodCompletion.podSe
 NEED_DRAIN = "drain"  # run a drain pass
 
 DEFAULT_DRAIN_TIMEOUT = 300
+#: The fields of ``status.drain`` that name what blocks a drain: the collection's CRD has them, the NVIDIA operator's
+#: does not (the API server then drops them; the EvictionBlocked events keep the same details).
+BLOCKING_FIELDS = ("blockingPods", "blockingPDBs", "blockedByRules")
 DEFAULT_MAX_MAINTENANCE_SECONDS = 3600
 #: The CRD's timeoutSeconds are int32.
 MAX_TIMEOUT_SECONDS = 2**31 - 1
@@ -450,6 +453,14 @@ def drain_timeout(spec: Mapping[str, Any]) -> int:
     return timeout_seconds(spec, "spec.drainSpec.timeoutSeconds", DEFAULT_DRAIN_TIMEOUT)
 
 
+def pruned_fields(written: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
+    """The ``status.drain`` fields naming what blocks a drain that were written but not stored: the installed CRD
+    has no place for them (the NVIDIA operator's). ``written`` and ``stored`` are the status sent and returned."""
+    sent = written.get("drain") or {}
+    kept = stored.get("drain") or {}
+    return [f"status.drain.{key}" for key in BLOCKING_FIELDS if sent.get(key) and key not in kept]
+
+
 def drain_started_at(obj: Mapping[str, Any], now: float) -> float:
     """When the current drain attempt began (the annotation), or ``now`` for a new attempt."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -500,7 +511,7 @@ def _drain(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
         step.phase = PHASE_READY
         step.events.append(Event(EVENT_CONDITION_CHANGED, PHASE_READY))
         step.annotations[DRAIN_START_ANNOTATION] = None
-        for key in ("blockingPods", "blockingPDBs", "blockedByRules"):
+        for key in BLOCKING_FIELDS:
             status.pop(key, None)
         if dict(previous) != status:
             step.status["drain"] = status

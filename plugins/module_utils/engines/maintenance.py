@@ -186,6 +186,7 @@ class Reconciler:
         self.client = cast(Client, GuardedClient(client, self.lease))
         self._lock = threading.Lock()
         self._report = PassReport()
+        self._warned: set[str] = set()
 
     # -- reading -------------------------------------------------------------------------------
     def read_config(self) -> tuple[SchedulerConfig, float]:
@@ -213,6 +214,7 @@ class Reconciler:
     # -- the pass ------------------------------------------------------------------------------
     def run_pass(self, check_mode: bool = False) -> PassReport:
         report = self._report = PassReport()
+        self._warned = set()
         if not check_mode and not self.lease.acquire(self.options.lease_wait):
             report.busy, report.holder = True, self.lease.holder
             report.warnings.append(
@@ -243,6 +245,13 @@ class Reconciler:
     def _warn(self, message: str) -> None:
         with self._lock:
             self._report.warnings.append(message)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        """A warning given once per pass however many objects show it."""
+        with self._lock:
+            if key not in self._warned:
+                self._warned.add(key)
+                self._report.warnings.append(message)
 
     def _pass(self, check_mode: bool) -> None:
         report = self._report
@@ -553,6 +562,14 @@ class Reconciler:
                 status["conditions"] = conditions
             obj = self.client.replace(NODE_MAINTENANCES, body, subresource="status")
             self._count_write()
+            pruned = lc.pruned_fields(status, obj.get("status") or {})
+            if pruned:
+                self._warn_once(
+                    "pruned",
+                    f"The installed NodeMaintenance CRD drops {', '.join(pruned)} (the NVIDIA Maintenance Operator's "
+                    "CRD has no such fields): what blocks a drain is in the object's EvictionBlocked events. Install "
+                    "the collection's CRDs (role nodeops.maintenance.crds) to have it in the status too.",
+                )
             obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
             obj.setdefault("kind", NODE_MAINTENANCES.kind)
         self._record_events(obj, step.events)

@@ -22,8 +22,8 @@ from typing import Any
 from ..core import lifecycle as lc
 from ..core import requestspec
 from ..core.errors import NodeopsError
-from ..k8s.client import NODE_MAINTENANCES, NODES, Client
-from ..k8s.errors import Conflict, NotFound, UIDMismatch
+from ..k8s.client import EVENTS, NODE_MAINTENANCES, NODES, Client
+from ..k8s.errors import Conflict, K8sError, NotFound, UIDMismatch
 from .maintenance import Reconciler, summary
 
 MAX_CONFLICTS = 5
@@ -148,6 +148,13 @@ class RequestSpec:
         return f"{self.name_prefix}-{node}"
 
 
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
 def _for_node(items: Sequence[dict[str, Any]], node: str, deleting: bool = False) -> list[dict[str, Any]]:
     """The requests for ``node``; those being deleted only with ``deleting`` (a joined requestor may still leave)."""
     return [
@@ -163,6 +170,12 @@ class Requests:
         self.client = client
         self.request = request
         self.check_mode = check_mode
+        #: the warnings of the reconcile passes run while waiting, each once
+        self.warnings: list[str] = []
+
+    def note(self, warnings: Sequence[str]) -> None:
+        """Keep the warnings of a reconcile pass (each once) for the task's result."""
+        self.warnings.extend(w for w in dict.fromkeys(warnings) if w not in self.warnings)
 
     def _list(self) -> list[dict[str, Any]]:
         items = self.client.list(NODE_MAINTENANCES, namespace=self.request.namespace)["items"]
@@ -325,6 +338,32 @@ class Requests:
         return actions
 
     # -- waiting ---------------------------------------------------------------------------------
+    def explain(self, action: Action) -> str:
+        """:func:`why_not_ready`, with the last EvictionBlocked event when the status does not say what blocks
+        the drain (a CRD without those fields, as the NVIDIA operator's)."""
+        obj = action.obj
+        blocked = ""
+        drain = ((obj or {}).get("status") or {}).get("drain") or {}
+        draining = obj is not None and lc.NodeMaintenanceView.from_dict(obj).phase == lc.PHASE_DRAINING
+        if obj is not None and draining and not any(drain.get(key) for key in lc.BLOCKING_FIELDS):
+            blocked = self.last_event(obj, lc.EVENT_EVICTION_BLOCKED)
+        return why_not_ready(action, blocked)
+
+    def last_event(self, obj: Mapping[str, Any], reason: str) -> str:
+        """The message of the latest event ``reason`` about ``obj`` ("" when none, or when events cannot be read)."""
+        meta = obj.get("metadata") or {}
+        selector = f"involvedObject.name={meta.get('name')},reason={reason}"
+        if meta.get("uid"):
+            selector += f",involvedObject.uid={meta['uid']}"
+        try:
+            events = self.client.list(EVENTS, namespace=meta.get("namespace"), field_selector=selector)["items"]
+        except K8sError:
+            return ""
+        if not events:
+            return ""
+        latest = max(events, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "", _rv(e)))
+        return str(latest.get("message") or "")
+
     def refresh(self, actions: Sequence[Action]) -> None:
         for action in actions:
             if action.obj is None:
@@ -350,6 +389,7 @@ class Requests:
             changed = False
             if reconciler is not None:
                 report = reconciler.run_pass()
+                self.note(report.warnings)
                 changed = report.changed
             self.refresh(actions)
             if all(until(a) for a in actions):
@@ -371,7 +411,9 @@ def is_gone(action: Action) -> bool:
     return action.action not in (DELETED, DELETING) or action.obj is None
 
 
-def why_not_ready(action: Action) -> str:
+def why_not_ready(action: Action, blocked: str = "") -> str:
+    """What the request of ``action`` waits for; ``blocked``: the last EvictionBlocked event's message, said when
+    the status does not name what blocks the drain (the installed CRD dropped it)."""
     if action.obj is None:
         return f"{action.namespace}/{action.name}: gone"
     obj: Mapping[str, Any] = action.obj
@@ -385,6 +427,8 @@ def why_not_ready(action: Action) -> str:
             f" (eviction of {', '.join(drain['blockingPods'])} refused by PodDisruptionBudget "
             f"{', '.join(drain.get('blockingPDBs') or []) or '(unknown)'})"
         )
+    elif blocked and view.phase == lc.PHASE_DRAINING:
+        text += f" ({blocked})"
     elif view.phase == lc.PHASE_WAIT and (obj.get("status") or {}).get("waitForCompletion"):
         text += f" (waiting for {', '.join(obj['status']['waitForCompletion'])})"
     if view.deleting:

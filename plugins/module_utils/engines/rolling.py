@@ -23,7 +23,7 @@ from ..core.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, NotFound
 from .maintenance import ReconcileOptions, Reconciler
-from .requests import UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone, why_not_ready
+from .requests import UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone
 
 FAILED_REASON = "FailedMaintenance"
 
@@ -133,7 +133,9 @@ class Rolling:
         """One reconcile pass with the built-in engine; True when it changed something."""
         if self.reconciler is None:
             return False
-        return self.reconciler.run_pass().changed
+        report = self.reconciler.run_pass()
+        self.requests.note(report.warnings)
+        return report.changed
 
     def _pause(self, changed: bool, deadline: float) -> None:
         if not changed:
@@ -210,7 +212,8 @@ class Rolling:
                     **self.status(run),
                 }
             if self.monotonic() >= deadline:
-                waiting = [why_not_ready(self._action(n, objects.get(n))) for n in decision.busy + decision.queued]
+                busy = decision.busy + decision.queued
+                waiting = [self.requests.explain(self._action(n, objects.get(n))) for n in busy]
                 self.save(run)
                 raise RequestError(
                     f"No node of run {opts.run_id!r} became ready for its maintenance within {opts.wave_timeout:g}s: "
@@ -326,7 +329,7 @@ class Rolling:
         actions = self.requests.absent(nodes)
         gone = self.requests.wait(actions, is_gone, self.options.release_timeout, self.reconciler)
         if not gone:
-            left = [why_not_ready(a) for a in actions if not is_gone(a)]
+            left = [self.requests.explain(a) for a in actions if not is_gone(a)]
             timeout = self.options.release_timeout
             raise RequestError(f"Released requests not gone after {timeout:g}s: " + "; ".join(left))
         now = self.clock()
