@@ -13,6 +13,11 @@ maintenance (release, waiting for the next admission, Ansible's own task handlin
 
 The baseline, measured in the same run: the sum over the waves of the drain and the maintenance alone, which a
 perfect driver would need; the script prints the total against it.
+
+``--engine operator`` runs the same maintenance with ``rolling_engine: operator`` against the real NVIDIA
+Maintenance Operator (built from ``$NODEOPS_NVIDIA_OPERATOR_SRC``, see ``tests/cluster/nvidia_operator.py``);
+``--engine both`` (the default when that variable is set) runs the built-in engine first, then starts the operator
+on the same cluster, gives the nodes their pods again and runs the operator's, and prints both and their ratio.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling i
     STATE_KEY,
     record_name,
 )
-from cluster import kwok  # noqa: E402
+from cluster import kwok, nvidia_operator  # noqa: E402
 from cluster.launcher import Cluster, _build_bindir  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 
@@ -141,13 +146,79 @@ def waves(records: list[dict[str, Any]], started: float, ended: float) -> list[d
     return out
 
 
+def run_engine(
+    cluster: Cluster, api: k8s.ApiClient, engine: str, nodes: list[str], args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    """One rolling maintenance of every node with ``engine``; prints its waves and returns its figures."""
+    add_pods(api, nodes, args.pods_per_node)
+    run_id = f"bench-{engine}-{int(time.time())}"
+    extra = {
+        "rolling_run_id": run_id,
+        "rolling_engine": engine,
+        "rolling_node_selector": "bench=rolling",
+        "rolling_max_parallel_operations": args.mpo,
+        "rolling_max_unavailable": args.mpo,
+        "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml",
+        "rolling_simulated_reboot_seconds": args.reboot,
+        "rolling_drain_spec": {"force": True, "timeout_seconds": 300},
+        "rolling_gather_seconds": 5,
+    }
+    log = workdir / f"rolling-{engine}.log"
+    began = time.time()
+    total = playbook(cluster, "rolling_maintenance", extra, args.mpo, log)
+    ended = time.time()
+    cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
+    records = json.loads(cm.data[STATE_KEY])
+    assert all(r["state"] == "done" for r in records), "not every node is done"
+    table = waves(records, began, ended)
+    print(f"\n== engine {engine}")
+    print(f"{'wave':>4} {'nodes':>5} {'drain':>7} {'maint.':>7} {'release':>7} {'cycle':>7} {'overhead':>8}")
+    for w in table:
+        print(
+            f"{w['wave']:>4} {w['nodes']:>5} {w['drain']:>6.1f}s {w['maintenance']:>6.1f}s {w['release']:>6.1f}s "
+            f"{w['cycle']:>6.1f}s {w['overhead']:>7.1f}s"
+        )
+    overheads = [w["overhead"] for w in table]
+    ideal = sum(w["drain"] + w["maintenance"] for w in table)
+    print(f"\nlead-in (start of ansible-playbook to the first wave, beyond its drain): {table[0]['lead_in']:.1f}s")
+    print(
+        f"overhead per wave: mean {statistics.mean(overheads):.2f}s, median {statistics.median(overheads):.2f}s, "
+        f"max {max(overheads):.2f}s (target: at most 2 s)"
+    )
+    print(
+        f"total {total:.1f}s for {len(table)} waves; drain + maintenance alone (baseline) {ideal:.1f}s; "
+        f"ratio {total / ideal:.2f}x"
+    )
+    print("\nwhere the playbook's time goes, by task (profile_tasks; a task's time runs from its start on the")
+    print("first host to its end on the last, so tasks that run beside each other overlap):")
+    for name, seconds, count in task_times(log)[:15]:
+        print(f"  {seconds:7.1f}s  {count:4d}x  {name}")
+    print(f"playbook output: {log}")
+    return {"total": total, "waves": len(table), "table": table}
+
+
+def wait_pods_gone(api: k8s.ApiClient) -> None:
+    """The bare pods the last run drained are deleted before the next run makes them again."""
+    core = k8s.CoreV1Api(api)
+    kwok.wait_until(lambda: not core.list_namespaced_pod(NAMESPACE).items or None, 600, "the drained pods gone")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--mpo", type=int, default=20, help="maxParallelOperations (and forks)")
     parser.add_argument("--reboot", type=float, default=2, help="seconds of each simulated reboot")
+    parser.add_argument(
+        "--engine",
+        choices=("builtin", "operator", "both"),
+        help="default: both when $NODEOPS_NVIDIA_OPERATOR_SRC is set, else builtin",
+    )
     args = parser.parse_args()
+    engines = {"builtin": ["builtin"], "operator": ["operator"], "both": ["builtin", "operator"]}[
+        args.engine or ("both" if nvidia_operator.source() else "builtin")
+    ]
+    operator_binary = nvidia_operator.build() if "operator" in engines else None
 
     workdir = ROOT / ".build" / "bench-rolling"
     cluster = Cluster(workdir, _build_bindir()).start()
@@ -160,49 +231,28 @@ def main() -> int:
         kwok.wait_until(
             lambda: k8s.CoreV1Api(api).list_namespaced_service_account(NAMESPACE).items or None, 60, "ServiceAccount"
         )
-        add_pods(api, nodes, args.pods_per_node)
         playbook(cluster, "install", {}, 5, workdir / "install.log")
-        run_id = f"bench-{int(time.time())}"
-        extra = {
-            "rolling_run_id": run_id,
-            "rolling_node_selector": "bench=rolling",
-            "rolling_max_parallel_operations": args.mpo,
-            "rolling_max_unavailable": args.mpo,
-            "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml",
-            "rolling_simulated_reboot_seconds": args.reboot,
-            "rolling_drain_spec": {"force": True, "timeout_seconds": 300},
-            "rolling_gather_seconds": 5,
-        }
-        log = workdir / "rolling.log"
-        began = time.time()
-        total = playbook(cluster, "rolling_maintenance", extra, args.mpo, log)
-        ended = time.time()
-        cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
-        records = json.loads(cm.data[STATE_KEY])
-        assert all(r["state"] == "done" for r in records), "not every node is done"
-        table = waves(records, began, ended)
-        print(f"\n{'wave':>4} {'nodes':>5} {'drain':>7} {'maint.':>7} {'release':>7} {'cycle':>7} {'overhead':>8}")
-        for w in table:
+        results: dict[str, dict[str, Any]] = {}
+        for engine in engines:
+            if engine == "operator":
+                assert operator_binary is not None
+                wait_pods_gone(api)
+                cluster.start_nvidia_operator(operator_binary)
+            results[engine] = run_engine(cluster, api, engine, nodes, args, workdir)
+        if len(results) == 2:
+            builtin, operator = results["builtin"], results["operator"]
+            print("\n== both engines, the same maintenance of the same nodes")
+            print(f"{'wave':>4} {'builtin cycle':>14} {'operator cycle':>15}")
+            for index in range(max(builtin["waves"], operator["waves"])):
+                cells = [
+                    f"{r['table'][index]['cycle']:>13.1f}s" if index < r["waves"] else f"{'-':>14}"
+                    for r in (builtin, operator)
+                ]
+                print(f"{index + 1:>4} {cells[0]} {cells[1]:>15}")
             print(
-                f"{w['wave']:>4} {w['nodes']:>5} {w['drain']:>6.1f}s {w['maintenance']:>6.1f}s {w['release']:>6.1f}s "
-                f"{w['cycle']:>6.1f}s {w['overhead']:>7.1f}s"
+                f"total: builtin {builtin['total']:.1f}s, operator {operator['total']:.1f}s; "
+                f"the built-in engine is {operator['total'] / builtin['total']:.2f}x faster end to end (goal: 3x)"
             )
-        overheads = [w["overhead"] for w in table]
-        ideal = sum(w["drain"] + w["maintenance"] for w in table)
-        print(f"\nlead-in (start of ansible-playbook to the first wave, beyond its drain): {table[0]['lead_in']:.1f}s")
-        print(
-            f"overhead per wave: mean {statistics.mean(overheads):.2f}s, median {statistics.median(overheads):.2f}s, "
-            f"max {max(overheads):.2f}s (target: at most 2 s)"
-        )
-        print(
-            f"total {total:.1f}s for {len(table)} waves; drain + maintenance alone (baseline) {ideal:.1f}s; "
-            f"ratio {total / ideal:.2f}x"
-        )
-        print("\nwhere the playbook's time goes, by task (profile_tasks; a task's time runs from its start on the")
-        print("first host to its end on the last, so tasks that run beside each other overlap):")
-        for name, seconds, count in task_times(log)[:15]:
-            print(f"  {seconds:7.1f}s  {count:4d}x  {name}")
-        print(f"playbook output: {log}")
         return 0
     finally:
         cluster.stop()

@@ -1087,9 +1087,22 @@ class Cluster:
             "kube-controller-manager", "the default ServiceAccount", deadline, lambda: _ok(self._api_get(sa_url))
         )
         if self.nvidia_operator:
-            self._install_maintenance_crds()
-            self._spawn(OPERATOR)
-            self._wait_healthy(OPERATOR, deadline)
+            self._start_operator(deadline)
+
+    def start_nvidia_operator(self, binary: str | os.PathLike[str], *, timeout: float = 120.0) -> None:
+        """Run the NVIDIA Maintenance Operator on a started control plane (as ``nvidia_operator`` does at start),
+        for a benchmark that compares the engines on the same cluster."""
+        with self._lock:
+            if self.nvidia_operator:
+                raise ClusterError(f"the NVIDIA Maintenance Operator already runs here ({self.nvidia_operator})")
+            self.nvidia_operator = Path(binary).resolve()
+            self.ports[OPERATOR] = free_ports(1)[0]
+        self._start_operator(time.monotonic() + timeout)
+
+    def _start_operator(self, deadline: float) -> None:
+        self._install_maintenance_crds()
+        self._spawn(OPERATOR)
+        self._wait_healthy(OPERATOR, deadline)
 
     def _kubectl(self, *args: str, stdin: str | None = None) -> str:
         cmd = [str(self.bindir / "kubectl"), f"--kubeconfig={self.kubeconfig_token}", *args]
