@@ -542,7 +542,7 @@ def test_remediate_playbook_loop_mode(cluster: Any, setup: dict[str, Any]) -> No
         timeout=120,
         check=False,
     )
-    assert missing.returncode != 0 and "Set remediate_nhc_name" in missing.stdout
+    assert missing.returncode != 0 and "missing required arguments: remediate_nhc_name" in missing.stdout
 
 
 def _offline_node(name: str, status: str = "True", **labels: str) -> dict[str, Any]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 from support.ansible_cli import BIN, clean_env
 
 pytestmark = pytest.mark.integration
@@ -59,3 +64,48 @@ def test_install_playbook_with_awx_style_environment(cluster: Any, api: k8s.ApiC
         assert playbook("install", env, *extra) == 0
     finally:
         k8s.CoreV1Api(api).delete_namespace(namespace)
+
+
+def test_deploy_agent_check_mode_where_nothing_exists_yet(cluster: Any, api: k8s.ApiClient, tmp_path: Path) -> None:
+    """Check mode on a new controller (no peer CA), a cluster without the credential namespace and a node without
+    the agent: it runs through, with the credential the role would create, and creates nothing anywhere."""
+    suffix = uuid.uuid4().hex[:6]
+    node, namespace = f"check-node-{suffix}", f"agent-check-{suffix}"
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "node_agent_python": sys.executable,
+        "node_agent_install_dir": str(tmp_path / "node" / "opt"),
+        "node_agent_config_dir": str(tmp_path / "node" / "etc"),
+        "node_agent_status_file": str(tmp_path / "node" / "run" / "status.json"),
+    }
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {node: host}}}))
+    variables = {
+        "node_agent_hosts": "all",
+        "node_agent_become": False,
+        "node_agent_manage_service": False,
+        "node_agent_api_server": cluster.server,
+        "node_agent_api_ca_file": str(cluster.ca_file),
+        "node_agent_credential_namespace": namespace,
+        "node_agent_pki_dir": str(tmp_path / "pki"),
+    }
+    env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "K8S_AUTH_KUBECONFIG": str(cluster.kubeconfig)}
+    cmd = [str(BIN / "ansible-playbook"), "-i", str(inventory), "nodeops.maintenance.deploy_agent"]
+    proc = subprocess.run(
+        [*cmd, "-e", json.dumps(variables), "--check"],
+        capture_output=True,
+        text=True,
+        env=clean_env(env),
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert "does not exist yet" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inventory.yml"]
+    with pytest.raises(ApiException) as missing:
+        k8s.CoreV1Api(api).read_namespace(namespace)
+    assert missing.value.status == 404
+    with pytest.raises(ApiException) as missing:
+        k8s.RbacAuthorizationV1Api(api).read_cluster_role(f"nodeops-node-agent:{node}")
+    assert missing.value.status == 404

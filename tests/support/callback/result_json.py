@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Test-only stdout callback: one JSON line per task result, for tests/support/ansible_cli.py."""
+"""Test-only stdout callback: one JSON line per task result (host, task name, result), for the tests."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ class CallbackModule(CallbackBase):
             if key in data:
                 data[key] = [w if isinstance(w, str) else getattr(w, "msg", str(w)) for w in data[key]]
         data["_status"] = status
-        self._display.display(json.dumps({"host": result._host.get_name(), "result": data}, default=str))
+        line = {"host": result._host.get_name(), "task": result.task_name, "result": data}
+        self._display.display(json.dumps(line, default=str))
 
     def v2_runner_on_ok(self, result) -> None:
         self._emit(result, "ok")
