@@ -206,8 +206,8 @@ def main() -> None:
     module.set_pool_size(options.pool_size())
     request = RequestSpec(p["requestor"], p["namespace"], p["name_prefix"] or p["requestor"], spec)
     result: dict[str, Any] = {"node_maintenances": [], "overrides": overrides}
+    requests = Requests(module.client, request, check_mode=module.check_mode)
     try:
-        requests = Requests(module.client, request, check_mode=module.check_mode)
         actions = requests.present(nodes) if p["state"] == "present" else requests.absent(nodes)
         changed = any(a.action not in (UNCHANGED, ABSENT, DELETING) for a in actions)
         result["node_maintenances"] = [a.as_dict() for a in actions]
@@ -215,8 +215,7 @@ def main() -> None:
             reconciler = Reconciler(module.client, options) if p["engine"] == "builtin" else None
             until = is_ready if p["state"] == "present" else is_gone
             done = requests.wait(actions, until, p["wait_timeout"], reconciler)
-            for warning in requests.warnings:
-                module.warn(warning)
+            warn_passes(module, requests)
             result["node_maintenances"] = [a.as_dict() for a in actions]
             if not done:
                 left = [requests.explain(a) for a in actions if not until(a)]
@@ -227,10 +226,19 @@ def main() -> None:
                     **result,
                 )
     except RequestError as exc:
+        warn_passes(module, requests)
         module.fail_json(msg=exc.msg, **result)
     except NodeopsError as exc:
+        warn_passes(module, requests)
         module.fail_error(exc, **result)
     module.exit_json(changed=changed, **result)
+
+
+def warn_passes(module: K8sModule, requests: Requests) -> None:
+    """The warnings of the reconcile passes run while waiting (each once, and only once per task)."""
+    for warning in requests.warnings:
+        module.warn(warning)
+    requests.warnings.clear()
 
 
 if __name__ == "__main__":

@@ -138,8 +138,8 @@ def nvidia_api(nvidia_cluster: Cluster) -> Iterator[client.ApiClient]:
 @pytest.fixture(params=["builtin", "operator"])
 def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     """Once with the collection's own engine, once with the real NVIDIA Maintenance Operator (skipped without
-    its source). For the operator the MaintenanceOperatorConfig is removed first: its defaults until the test
-    writes one."""
+    its source). For the operator the MaintenanceOperatorConfig is removed first; the operator keeps the limits it
+    last read until it reads new ones (it ignores a deletion), so a test that depends on them writes its own."""
     if request.param == "builtin":
         control_plane: Cluster = request.getfixturevalue("cluster")
         api_client: client.ApiClient = request.getfixturevalue("api")

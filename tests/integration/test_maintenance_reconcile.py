@@ -493,32 +493,53 @@ def drain_status_schema(crd: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def crd_without_blocking_fields(crds: None, api: k8s.ApiClient, namespace: str) -> Iterator[None]:
     """The NodeMaintenance CRD without the status fields that name what blocks a drain, as the NVIDIA operator's
-    CRD is; the collection's own is put back afterwards."""
+    CRD is; the collection's own is put back afterwards, and served again before the next test."""
     ext = k8s.ApiextensionsV1Api(api)
+    objs = k8s.CustomObjectsApi(api)
     name = f"{NM_PLURAL}.{GROUP}"
     original = api.sanitize_for_serialization(ext.read_custom_resource_definition(name))
-    stripped = json.loads(json.dumps(original))
-    for key in BLOCKING_FIELDS:
-        drain_status_schema(stripped).pop(key)
-    ext.replace_custom_resource_definition(name, stripped)
-    objs = k8s.CustomObjectsApi(api)
-    probe = objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, nm("probe", "no-node"))
 
-    def pruned() -> bool | None:
-        current = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "probe")
-        current["status"] = {"drain": {"totalPods": 1, "blockingPods": ["x"]}}
-        written = objs.replace_namespaced_custom_object_status(GROUP, VERSION, namespace, NM_PLURAL, "probe", current)
-        return "blockingPods" not in written["status"]["drain"] or None
+    def swap(schema_of: Any) -> None:
+        """Replace the CRD's spec with ``schema_of(current)``'s, read afresh on a Conflict."""
+        for _attempt in range(10):
+            current = api.sanitize_for_serialization(ext.read_custom_resource_definition(name))
+            body = {**current, "spec": schema_of(json.loads(json.dumps(original)))["spec"]}
+            body.pop("status", None)
+            try:
+                ext.replace_custom_resource_definition(name, body)
+                return
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+        raise AssertionError(f"the CRD {name} kept changing")
 
+    def stripped(crd: dict[str, Any]) -> dict[str, Any]:
+        for key in BLOCKING_FIELDS:
+            drain_status_schema(crd).pop(key)
+        return crd
+
+    def served(keeps: bool) -> Any:
+        """A check that the API server keeps (or drops) status.drain.blockingPods, through a probe object."""
+
+        def check() -> bool | None:
+            current = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "probe")
+            current["status"] = {"drain": {"totalPods": 1, "blockingPods": ["x"]}}
+            written = objs.replace_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, NM_PLURAL, "probe", current
+            )
+            return ("blockingPods" in written["status"]["drain"]) == keeps or None
+
+        return check
+
+    objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, nm("probe", "no-node"))
     try:
-        kwok.wait_until(pruned, 60, "the API server to serve the CRD without the blocking fields")
-        objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, probe["metadata"]["name"])
+        swap(stripped)
+        kwok.wait_until(served(False), 60, "the API server to serve the CRD without the blocking fields")
         yield
     finally:
-        current = api.sanitize_for_serialization(ext.read_custom_resource_definition(name))
-        original["metadata"] = {"name": name, "resourceVersion": current["metadata"]["resourceVersion"]}
-        original.pop("status", None)
-        ext.replace_custom_resource_definition(name, original)
+        swap(lambda crd: crd)
+        kwok.wait_until(served(True), 60, "the API server to serve the collection's CRD again")
+        objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "probe")
 
 
 def test_a_crd_without_the_blocking_fields_is_noticed_and_the_events_name_the_blocking_pod(
@@ -553,7 +574,7 @@ def test_a_crd_without_the_blocking_fields_is_noticed_and_the_events_name_the_bl
         "requestor": "a.example.com",
         "drain_spec": {"force": True, "timeout_seconds": 120},
         "wait": True,
-        "wait_timeout": 8,
+        "wait_timeout": 30,  # the budget blocks the drain for good: the wait only has to reach a blocked attempt
     }
     run = run_module("node_maintenance", args)
     assert run.failed, run.result

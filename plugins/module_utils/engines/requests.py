@@ -24,7 +24,7 @@ from ..core import requestspec
 from ..core.errors import NodeopsError
 from ..k8s.client import EVENTS, NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, K8sError, NotFound, UIDMismatch
-from .maintenance import Reconciler, summary
+from .maintenance import PassReport, Reconciler, summary
 
 MAX_CONFLICTS = 5
 
@@ -173,9 +173,12 @@ class Requests:
         #: the warnings of the reconcile passes run while waiting, each once
         self.warnings: list[str] = []
 
-    def note(self, warnings: Sequence[str]) -> None:
-        """Keep the warnings of a reconcile pass (each once) for the task's result."""
-        self.warnings.extend(w for w in dict.fromkeys(warnings) if w not in self.warnings)
+    def note(self, report: PassReport) -> None:
+        """Keep the warnings of a reconcile pass (each once) for the task's result. A pass that found the Lease
+        held by another (a rolling run beside this one, a scheduled reconcile) waited its turn: no warning."""
+        if report.busy:
+            return
+        self.warnings.extend(w for w in dict.fromkeys(report.warnings) if w not in self.warnings)
 
     def _list(self) -> list[dict[str, Any]]:
         items = self.client.list(NODE_MAINTENANCES, namespace=self.request.namespace)["items"]
@@ -346,11 +349,15 @@ class Requests:
         drain = ((obj or {}).get("status") or {}).get("drain") or {}
         draining = obj is not None and lc.NodeMaintenanceView.from_dict(obj).phase == lc.PHASE_DRAINING
         if obj is not None and draining and not any(drain.get(key) for key in lc.BLOCKING_FIELDS):
-            blocked = self.last_event(obj, lc.EVENT_EVICTION_BLOCKED)
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            started = lc.parse_time(annotations.get(lc.DRAIN_START_ANNOTATION))
+            blocked = self.last_event(obj, lc.EVENT_EVICTION_BLOCKED, since=started)
         return why_not_ready(action, blocked)
 
-    def last_event(self, obj: Mapping[str, Any], reason: str) -> str:
-        """The message of the latest event ``reason`` about ``obj`` ("" when none, or when events cannot be read)."""
+    def last_event(self, obj: Mapping[str, Any], reason: str, since: float | None = None) -> str:
+        """The message of the latest event ``reason`` about ``obj`` ("" when none, or when events cannot be read);
+        with ``since`` (epoch seconds) only an event last seen then or later: one of the current drain attempt,
+        not a blocker that has gone since."""
         meta = obj.get("metadata") or {}
         selector = f"involvedObject.name={meta.get('name')},reason={reason}"
         if meta.get("uid"):
@@ -359,6 +366,11 @@ class Requests:
             events = self.client.list(EVENTS, namespace=meta.get("namespace"), field_selector=selector)["items"]
         except K8sError:
             return ""
+        if since is not None:
+            # an event's time has whole seconds: one of the attempt's first second counts
+            events = [
+                e for e in events if (lc.parse_time(e.get("lastTimestamp") or e.get("eventTime")) or 0) >= int(since)
+            ]
         if not events:
             return ""
         latest = max(events, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "", _rv(e)))
@@ -389,7 +401,7 @@ class Requests:
             changed = False
             if reconciler is not None:
                 report = reconciler.run_pass()
-                self.note(report.warnings)
+                self.note(report)
                 changed = report.changed
             self.refresh(actions)
             if all(until(a) for a in actions):

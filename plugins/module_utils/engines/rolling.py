@@ -134,7 +134,7 @@ class Rolling:
         if self.reconciler is None:
             return False
         report = self.reconciler.run_pass()
-        self.requests.note(report.warnings)
+        self.requests.note(report)
         return report.changed
 
     def _pause(self, changed: bool, deadline: float) -> None:
