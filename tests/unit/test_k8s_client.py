@@ -167,9 +167,15 @@ def test_persist_config_is_passed_to_the_kubeconfig_loader(tmp_path: Path, monke
     monkeypatch.setattr(k8s_config, "load_kube_config", loader)
     kc = tmp_path / "kc"
     write_kubeconfig(kc, "https://10.1.1.1:6443", "t")
-    load_configuration(empty_params() | {"kubeconfig": str(kc)})
+    load_configuration(empty_params() | {"kubeconfig": str(kc)})  # a static token: read without the package
     load_configuration(empty_params() | {"kubeconfig": str(kc), "persist_config": True})
-    assert seen == [False, True]
+    assert seen == [True]
+    # a user whose token an auth provider refreshes (and persist_config writes back) is the official loader's
+    doc = yaml.safe_load(kc.read_text())
+    doc["users"][0]["user"] = {"auth-provider": {"name": "oidc", "config": {"id-token": "a.b.c"}}}
+    kc.write_text(yaml.safe_dump(doc))
+    load_configuration(empty_params() | {"kubeconfig": str(kc)})
+    assert seen == [True, False]
 
 
 @pytest.mark.parametrize(
