@@ -390,6 +390,8 @@ class Client:
         }
         if configuration.assert_hostname is not None:
             tls["assert_hostname"] = configuration.assert_hostname
+        if getattr(configuration, "tls_server_name", None):  # a kubeconfig cluster's tls-server-name
+            tls["server_hostname"] = configuration.tls_server_name  # sent as SNI, and the certificate must match it
         if not configuration.verify_ssl:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._pool: Any
