@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..core.errors import NodeopsError
 from .errors import ConfigError
 
 #: Where a pod's service account credentials are mounted (as in kubernetes.config.incluster_config).
@@ -75,12 +76,14 @@ _CLUSTER_FIELDS = frozenset(
 )
 
 
-class Unsupported(Exception):
-    """This reader does not handle the configuration: the official loader does (and reports errors its way)."""
+class Unsupported(NodeopsError):
+    """This reader does not handle the configuration: the official loader does (and reports errors its way).
+    Never leaves load_configuration."""
 
 
-class KubeconfigError(Exception):
-    """A kubeconfig no loader can use (the counterpart of the official loader's ConfigException)."""
+class KubeconfigError(NodeopsError):
+    """A kubeconfig no loader can use (the counterpart of the official loader's ConfigException); load_configuration
+    turns it into a ConfigError."""
 
 
 def _env_proxy(proxies: Mapping[str, str], host: str) -> str | None:
