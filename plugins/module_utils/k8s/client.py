@@ -5,8 +5,8 @@
 Connection settings are resolved the way kubernetes.core does (same option names, same
 ``K8S_AUTH_*`` environment variables, same precedence). Static credentials (in the options, in a
 kubeconfig, a pod's service account) are read by kubeconfig.py without importing the official
-``kubernetes`` package, which does the rest (exec plugins, auth-provider refresh, persist_config)
-as it reads them all. Requests then go out as plain
+``kubernetes`` package; its loaders still read the rest (exec plugins, auth-provider refresh,
+persist_config). Requests then go out as plain
 JSON over one urllib3 pool: objects stay ``dict``s (no generated models, which cost 30-80x
 ``json.loads`` on big lists), the behaviour is the same on every client version, and the pool
 size can match the number of parallel calls. Every third-party import happens on first use,
