@@ -167,9 +167,15 @@ def test_persist_config_is_passed_to_the_kubeconfig_loader(tmp_path: Path, monke
     monkeypatch.setattr(k8s_config, "load_kube_config", loader)
     kc = tmp_path / "kc"
     write_kubeconfig(kc, "https://10.1.1.1:6443", "t")
-    load_configuration(empty_params() | {"kubeconfig": str(kc)})
+    load_configuration(empty_params() | {"kubeconfig": str(kc)})  # a static token: read without the package
     load_configuration(empty_params() | {"kubeconfig": str(kc), "persist_config": True})
-    assert seen == [False, True]
+    assert seen == [True]
+    # a user whose token an auth provider refreshes (and persist_config writes back) is the official loader's
+    doc = yaml.safe_load(kc.read_text())
+    doc["users"][0]["user"] = {"auth-provider": {"name": "oidc", "config": {"id-token": "a.b.c"}}}
+    kc.write_text(yaml.safe_dump(doc))
+    load_configuration(empty_params() | {"kubeconfig": str(kc)})
+    assert seen == [True, False]
 
 
 @pytest.mark.parametrize(
@@ -284,5 +290,64 @@ def test_a_connection_that_ends_during_tls_is_retried_a_bad_certificate_is_not(t
         with pytest.raises(errors.Unreachable, match="Set ca_cert"):
             other.server_version()
         assert other.retried == 0
+    finally:
+        listener.close()
+
+
+def test_a_kubeconfig_tls_server_name_is_the_name_checked_and_sent(tmp_path: Path) -> None:
+    """tls-server-name of a kubeconfig cluster: the server's certificate is checked against it (not against the
+    address) and it goes as SNI, as kubectl and the official client do."""
+    import ssl
+    import threading
+
+    from support.node_agent import issue
+
+    ca = issue("test-ca")
+    cert, key = issue("kubernetes.default", ca).write(tmp_path, "server")  # no IP address in the certificate
+    ca_file = ca.write(tmp_path, "ca")[0]
+    names: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+
+    def sni(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
+        names.append(name)
+
+    context.sni_callback = sni
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _peer = listener.accept()
+            except OSError:
+                return
+            try:
+                with context.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(65536)
+                    body = b'{"gitVersion": "v1.36.3"}'
+                    tls.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+                    )
+            except (OSError, ssl.SSLError):
+                continue
+
+    threading.Thread(target=serve, daemon=True).start()
+    cluster = {"server": f"https://127.0.0.1:{port}", "certificate-authority": str(ca_file)}
+    doc = {
+        "clusters": [{"name": "k", "cluster": cluster | {"tls-server-name": "kubernetes.default"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "current-context": "c",
+    }
+    try:
+        client = Client(load_configuration(empty_params() | {"kubeconfig": doc}))
+        with client.retrying_until(0.0):
+            assert client.server_version()["gitVersion"] == "v1.36.3"
+        assert names == ["kubernetes.default"]
+        doc["clusters"][0]["cluster"] = cluster  # without it the address is checked, and does not match
+        client = Client(load_configuration(empty_params() | {"kubeconfig": doc}))
+        with client.retrying_until(0.0), pytest.raises(errors.Unreachable, match="Set ca_cert"):
+            client.server_version()
     finally:
         listener.close()

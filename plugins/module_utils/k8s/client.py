@@ -3,8 +3,10 @@
 """The one place that talks to the Kubernetes API.
 
 Connection settings are resolved the way kubernetes.core does (same option names, same
-``K8S_AUTH_*`` environment variables, same precedence), with the official ``kubernetes``
-package doing the kubeconfig / in-cluster / exec-plugin work. Requests then go out as plain
+``K8S_AUTH_*`` environment variables, same precedence). Static credentials (in the options, in a
+kubeconfig, a pod's service account) are read by kubeconfig.py without importing the official
+``kubernetes`` package; its loaders still read the rest (exec plugins, auth-provider refresh,
+persist_config). Requests then go out as plain
 JSON over one urllib3 pool: objects stay ``dict``s (no generated models, which cost 30-80x
 ``json.loads`` on big lists), the behaviour is the same on every client version, and the pool
 size can match the number of parallel calls. Every third-party import happens on first use,
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from . import kubeconfig
 from .errors import (
     ConfigError,
     Conflict,
@@ -182,8 +185,45 @@ def auth_params_from_env(params: dict[str, Any], environ: Mapping[str, str] | No
     return out
 
 
-def load_configuration(params: dict[str, Any]) -> Any:
-    """Build a ``kubernetes.client.Configuration`` from resolved connection options."""
+def _source(p: Mapping[str, Any]) -> str:
+    """Where the connection comes from: ``options`` (host and credentials only), ``dict`` (an inline
+    kubeconfig), ``files`` (the kubeconfig option or KUBECONFIG, with a context), ``in_cluster`` (a pod's
+    service account), ``default`` (KUBECONFIG or ~/.kube/config if there is one, else the options)."""
+    has_creds = p.get("api_key") or (p.get("username") and p.get("password")) or p.get("client_cert")
+    if p.get("host") and has_creds and not (p.get("kubeconfig") or p.get("context")):
+        return "options"
+    if isinstance(p.get("kubeconfig"), dict):
+        return "dict"
+    if p.get("kubeconfig") or p.get("context"):
+        return "files"
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+        return "in_cluster"
+    return "default"
+
+
+def _quick_configuration(p: Mapping[str, Any], source: str, path: str | None) -> Any:
+    """The configuration read without the ``kubernetes`` package (``kubeconfig.StaticConfiguration``), or None
+    when it needs the official loader: an exec or auth-provider user, persist_config, anything unusual."""
+    # persist_config: tokens an auth provider refreshes are written back to the kubeconfig file; the official
+    # loader keeps that whole business (an inline kubeconfig and a service account have no file to write)
+    persist = bool(p.get("persist_config")) and source in ("files", "default")
+    try:
+        if source == "options":
+            return kubeconfig.StaticConfiguration()
+        if source == "dict":
+            return kubeconfig.from_dict(p["kubeconfig"], p.get("context"))
+        if source == "in_cluster":
+            return kubeconfig.in_cluster()
+        if persist:
+            return None
+        return kubeconfig.from_files(path or kubeconfig.default_location(), p.get("context"))
+    except kubeconfig.Unsupported:
+        return None
+
+
+def _official_configuration(p: Mapping[str, Any], source: str, path: str | None) -> Any:
+    """``kubernetes.client.Configuration`` from the official loaders (exec plugins, auth-provider refresh,
+    persist_config); their ConfigException as kubeconfig.KubeconfigError."""
     try:
         from kubernetes import client as k8s_client
         from kubernetes import config as k8s_config
@@ -191,38 +231,53 @@ def load_configuration(params: dict[str, Any]) -> Any:
     except ImportError as exc:  # reported by the module layer with missing_required_lib
         raise ImportError(str(exc)) from exc
 
-    p = params
     cfg = k8s_client.Configuration()
-    # persist_config: tokens an auth provider refreshes are written back to the kubeconfig file
     persist = bool(p.get("persist_config"))
-    has_creds = p.get("api_key") or (p.get("username") and p.get("password")) or p.get("client_cert")
     try:
-        if p.get("host") and has_creds and not (p.get("kubeconfig") or p.get("context")):
-            pass  # everything comes from the options
-        elif isinstance(p.get("kubeconfig"), dict):
+        if source == "dict":
             k8s_config.load_kube_config_from_dict(
                 config_dict=p["kubeconfig"], context=p.get("context"), client_configuration=cfg, persist_config=False
             )  # an inline kubeconfig has no file to write refreshed tokens to
-        elif p.get("kubeconfig") or p.get("context"):
-            path = os.path.expanduser(p["kubeconfig"]) if p.get("kubeconfig") else None
-            if path and not os.path.exists(path):
-                raise ConfigError(f"kubeconfig file {path} does not exist; set kubeconfig to an existing file.")
+        elif source == "files":
             k8s_config.load_kube_config(
                 config_file=path, context=p.get("context"), client_configuration=cfg, persist_config=persist
             )
-        elif os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+        elif source == "in_cluster":
             k8s_config.load_incluster_config(client_configuration=cfg)
-        else:
+        elif source == "default":
             try:
                 k8s_config.load_kube_config(client_configuration=cfg, persist_config=persist)
-            except (ConfigException, OSError):
-                if not p.get("host"):
-                    raise ConfigError(
-                        "No Kubernetes connection configured: set kubeconfig (or K8S_AUTH_KUBECONFIG / KUBECONFIG), "
-                        "or host with api_key, username/password or client_cert/client_key."
-                    ) from None
+            except OSError as exc:
+                raise kubeconfig.KubeconfigError(str(exc)) from exc
     except ConfigException as exc:
-        raise ConfigError(f"Cannot load the Kubernetes configuration: {exc}") from exc
+        raise kubeconfig.KubeconfigError(str(exc)) from exc
+    return cfg
+
+
+def load_configuration(params: dict[str, Any]) -> Any:
+    """The client's configuration from resolved connection options: a ``kubernetes.client.Configuration`` from
+    the official loaders where their work is needed, else a ``kubeconfig.StaticConfiguration`` with the same
+    attributes, read without importing the ``kubernetes`` package (see kubeconfig.py)."""
+    p = params
+    source = _source(p)
+    path = None
+    if source == "files" and p.get("kubeconfig"):
+        path = os.path.expanduser(p["kubeconfig"])
+        if not os.path.exists(path):
+            raise ConfigError(f"kubeconfig file {path} does not exist; set kubeconfig to an existing file.")
+    try:
+        cfg = _quick_configuration(p, source, path)
+        if cfg is None:
+            cfg = _official_configuration(p, source, path)
+    except kubeconfig.KubeconfigError as exc:
+        if source != "default" or (not p.get("host") and kubeconfig.default_files()):
+            raise ConfigError(f"Cannot load the Kubernetes configuration: {exc}") from exc
+        if not p.get("host"):
+            raise ConfigError(
+                "No Kubernetes connection configured: set kubeconfig (or K8S_AUTH_KUBECONFIG / KUBECONFIG), "
+                "or host with api_key, username/password or client_cert/client_key."
+            ) from None
+        cfg = kubeconfig.StaticConfiguration()  # the default kubeconfig is unusable: the options alone
 
     if p.get("host"):
         cfg.host = p["host"].rstrip("/")
@@ -335,6 +390,8 @@ class Client:
         }
         if configuration.assert_hostname is not None:
             tls["assert_hostname"] = configuration.assert_hostname
+        if getattr(configuration, "tls_server_name", None):  # a kubeconfig cluster's tls-server-name
+            tls["server_hostname"] = configuration.tls_server_name  # sent as SNI, and the certificate must match it
         if not configuration.verify_ssl:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._pool: Any
