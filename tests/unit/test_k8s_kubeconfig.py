@@ -375,7 +375,7 @@ def test_the_quick_reader_configures_the_client_as_the_official_loader(
 
 def test_the_comparison_sees_what_matters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The settings compared above do tell configurations apart."""
-    quick, _ = both(certificate_data(tmp_path), monkeypatch)
+    quick = both(certificate_data(tmp_path), monkeypatch)[0]
     assert quick["pool settings"]["key_file"] == ("written", KEY)
     assert quick["pool settings"]["ca_certs"] == ("written", CA)
     cases = (token_and_relative_ca, token_file_relative, username_password, proxy_url_and_tls_server_name)
@@ -415,9 +415,9 @@ def test_data_fields_are_private_temporary_files_removed_at_exit(tmp_path: Path)
     )
     out = run_python(script, json.dumps(doc))
     written = json.loads(out)
-    assert [content for _, _, content in written] == [CA.decode(), CERT.decode(), (KEY + b"subprocess").decode()]
-    assert {mode for _, mode, _ in written} == {0o600}
-    assert [name for name, _, _ in written if os.path.exists(name)] == []
+    assert [entry[2] for entry in written] == [CA.decode(), CERT.decode(), (KEY + b"subprocess").decode()]
+    assert {entry[1] for entry in written} == {0o600}
+    assert [entry[0] for entry in written if os.path.exists(entry[0])] == []
 
 
 def run_python(script: str, *args: str) -> str:
@@ -658,7 +658,7 @@ def test_a_kubeconfig_with_certificate_data_connects_with_mutual_tls(tmp_path: P
     peers: list[Any] = []
 
     def serve() -> None:
-        conn, _ = listener.accept()
+        conn = listener.accept()[0]
         with context.wrap_socket(conn, server_side=True) as tls:
             peers.append(tls.getpeercert()["subject"])
             peers.append(b"Bearer tok" in tls.recv(65536))

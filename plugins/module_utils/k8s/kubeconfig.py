@@ -38,8 +38,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core.errors import NodeopsError
-from .errors import ConfigError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import ConfigError
 
 #: Where a pod's service account credentials are mounted (as in kubernetes.config.incluster_config).
 SERVICE_TOKEN_FILENAME = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -241,7 +241,7 @@ def _read_files(config_file: str) -> _Kubeconfig:
             raise Unsupported(f"{path} holds no mapping")
         for item, known in merged.entries.items():
             for entry in _entry_list(config, item):
-                if not any(old["name"] == entry["name"] for old, _ in known):
+                if not any(old["name"] == entry["name"] for old, _source in known):
                     known.append((entry, path))
         if "current-context" in config:
             merged.current_context = config["current-context"]
@@ -300,7 +300,7 @@ def _configure(config: _Kubeconfig, context: str | None) -> StaticConfiguration:
     if context is not None and (not isinstance(context, str) or not context):
         raise Unsupported("the context option is empty")
     name = context if context is not None else config.current_context
-    names = ", ".join(str(entry["name"]) for entry, _ in config.entries["contexts"]) or "none"
+    names = ", ".join(str(entry["name"]) for entry, _source in config.entries["contexts"]) or "none"
     if name is None or name == "":
         raise KubeconfigError(
             f"{config.where} sets no current-context: set the context option (K8S_AUTH_CONTEXT) to one of its "
