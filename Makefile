@@ -60,6 +60,8 @@ binaries: venv
 	$(BIN)/python tests/cluster/build.py
 	# the NVIDIA Maintenance Operator when $$NODEOPS_NVIDIA_OPERATOR_SRC names its source; otherwise it says how
 	$(BIN)/python tests/cluster/nvidia_operator.py
+	# Prometheus and its Pushgateway from the Debian archive, for the gate and metrics tests
+	$(BIN)/python tests/cluster/debian_tools.py
 
 lint: venv
 	@echo "== ruff"
