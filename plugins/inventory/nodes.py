@@ -72,6 +72,7 @@ from typing import Any  # noqa: E402
 from ansible.errors import AnsibleError, AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
 from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.nodes import node_ready  # noqa: E402
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (  # noqa: E402
     AUTH_ARG_SPEC,
     NODES,
@@ -87,7 +88,7 @@ def node_hostvars(node: dict[str, Any], address_types: list[str]) -> dict[str, A
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     labels = meta.get("labels") or {}
     addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or [] if a.get("address")}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    ready = node_ready(node)
     host = next((addresses[t] for t in address_types if t in addresses), meta.get("name"))
     return {
         "ansible_host": host,

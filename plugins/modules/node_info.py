@@ -122,6 +122,7 @@ import threading
 import time
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import conditions
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.nodes import node_ready
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
@@ -140,9 +141,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
 
 def describe(node: dict[str, Any]) -> dict[str, Any]:
     status = node.get("status") or {}
-    since = next(
-        (c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None
-    )
+    since = (conditions.of(node, "Ready") or {}).get("lastTransitionTime")
     return {
         "name": node["metadata"]["name"],
         "ready": node_ready(node),

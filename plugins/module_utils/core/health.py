@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from . import conditions as _status_conditions
 from . import nodelease, rfc3339
 from . import nodes as _nodes
 from .duration import MAX_SECONDS, DurationError, parse_duration
@@ -251,13 +252,10 @@ def storm_cooldown_of(spec: Mapping[str, Any]) -> float | None:
 
 def _storm_condition(conditions: Sequence[Any], ctype: str) -> tuple[bool, datetime | None]:
     """(status is True, lastTransitionTime) of the condition ``ctype`` among the NodeHealthCheck's."""
-    for condition in conditions:
-        if isinstance(condition, Mapping) and condition.get("type") == ctype:
-            if condition.get("status") != "True":
-                return False, None
-            where = f"status.conditions[{ctype}].lastTransitionTime"
-            return True, parse_time(condition.get("lastTransitionTime"), where)
-    return False, None
+    condition = _status_conditions.find(list(conditions), ctype)
+    if condition is None or condition.get("status") != "True":
+        return False, None
+    return True, parse_time(condition.get("lastTransitionTime"), f"status.conditions[{ctype}].lastTransitionTime")
 
 
 def storm_step(cooldown: float, breached: bool, conditions: Sequence[Any], now: datetime) -> StormStep:
@@ -403,13 +401,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str(_meta(obj).get("name", ""))
-
-
-def _condition(obj: Mapping[str, Any], ctype: str) -> str | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == ctype:
-            return cond.get("status")
-    return None
 
 
 def _ref(remediation: Mapping[str, Any]) -> RemediationRef:
@@ -688,8 +679,8 @@ def evaluate(
             if node_name in all_names:
                 continue
             for rem in rems:
-                expected = _condition(rem, "PermanentNodeDeletionExpected") == "True"
-                if expected and _condition(rem, "Succeeded") != "True":
+                expected = _status_conditions.status_of(rem, "PermanentNodeDeletionExpected") == "True"
+                if expected and _status_conditions.status_of(rem, "Succeeded") != "True":
                     continue
                 if not _meta(rem).get("deletionTimestamp"):
                     work.to_delete.append(_ref(rem))
@@ -895,7 +886,7 @@ def _timed_out(rem: Mapping[str, Any], template: Template, now: datetime) -> boo
     annotations = _meta(rem).get("annotations") or {}
     if TIMED_OUT_ANNOTATION in annotations:
         return True
-    if _condition(rem, "Succeeded") == "False":
+    if _status_conditions.status_of(rem, "Succeeded") == "False":
         return True
     created = _meta(rem).get("creationTimestamp")
     if template.timeout_seconds is None or created is None:
@@ -926,7 +917,7 @@ def _keep_lease(
     if overdue is not None and now > overdue:
         work.lease_writes.append(nodelease.LeaseWrite(node, "release", holder, current=lease))
         annotations = _meta(current).get("annotations") or {}
-        if TIMED_OUT_ANNOTATION not in annotations and _condition(current, "Succeeded") != "True":
+        if TIMED_OUT_ANNOTATION not in annotations and _status_conditions.status_of(current, "Succeeded") != "True":
             work.to_mark_timed_out.append(_ref(current))
         return f"; overdue since {format_time(overdue)}: timed out, its node Lease given up"
     if nodelease.needs_renewal(lease, length, now):
@@ -967,7 +958,7 @@ def _next_step(
                 work.again_in(left + REQUEUE_SLACK_SECONDS)
             return None, current, timed_out
         annotations = _meta(current).get("annotations") or {}
-        if TIMED_OUT_ANNOTATION not in annotations and _condition(current, "Succeeded") != "True":
+        if TIMED_OUT_ANNOTATION not in annotations and _status_conditions.status_of(current, "Succeeded") != "True":
             timed_out.append(_ref(current))
     return None, None, timed_out
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import conditions as _conditions
 from . import cordon as _cordon_core
 from . import drain as drain_core
 from . import rfc3339 as _rfc3339
@@ -297,22 +298,12 @@ def left_cordoned(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> Event | N
     return Event(EVENT_LEFT_CORDONED, message, "Warning")
 
 
-def condition(phase: str, generation: int | None, now: float, previous: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The Ready condition for ``phase``; lastTransitionTime moves only when the status changes."""
+def set_ready(conditions: list[dict[str, Any]], phase: str, generation: int | None, now: float) -> bool:
+    """Set the Ready condition for ``phase`` in ``conditions`` (in place; whether it changed): status True only
+    in Ready, the phase as its reason; lastTransitionTime moves only when the status changes."""
+    extra = {} if generation is None else {"observedGeneration": generation}
     status = "True" if phase == PHASE_READY else "False"
-    stamp = rfc3339(now)
-    if previous and previous.get("status") == status and previous.get("lastTransitionTime"):
-        stamp = str(previous["lastTransitionTime"])
-    out: dict[str, Any] = {
-        "type": CONDITION_READY,
-        "status": status,
-        "reason": phase,
-        "message": "",
-        "lastTransitionTime": stamp,
-    }
-    if generation is not None:
-        out["observedGeneration"] = generation
-    return out
+    return _conditions.set_condition(conditions, CONDITION_READY, status, phase, "", rfc3339(now), **extra)
 
 
 # -- the steps ------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from .conditions import set_condition
 from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, format_time, parse_time
 from .nodes import node_ready
 from .safetime import watchdog_text_unusable
@@ -201,13 +202,7 @@ def _with_conditions(
     status.update({k: v for k, v in fields.items() if v is not None})
     conditions = [dict(c) for c in old.get("conditions") or [] if isinstance(c, Mapping)]
     for ctype, (cstatus, reason, message) in updates.items():
-        current = next((c for c in conditions if c.get("type") == ctype), None)
-        if current is None:
-            current = {"type": ctype}
-            conditions.append(current)
-        if current.get("status") != cstatus:
-            current["lastTransitionTime"] = format_time(now)
-        current.update({"status": cstatus, "reason": reason, "message": message})
+        set_condition(conditions, ctype, cstatus, reason, message, format_time(now))
     status["conditions"] = conditions
     return None if status == dict(old) else status
 

@@ -555,10 +555,8 @@ class Reconciler:
                 else:
                     status[name] = value
             if step.phase:
-                conditions = list(status.get("conditions") or [])
-                previous = next((c for c in conditions if c.get("type") == lc.CONDITION_READY), None)
-                ready = lc.condition(step.phase, body["metadata"].get("generation"), self.clock(), previous)
-                conditions = [c for c in conditions if c.get("type") != lc.CONDITION_READY] + [ready]
+                conditions = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+                lc.set_ready(conditions, step.phase, body["metadata"].get("generation"), self.clock())
                 status["conditions"] = conditions
             obj = self.client.replace(NODE_MAINTENANCES, body, subresource="status")
             self._count_write()
