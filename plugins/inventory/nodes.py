@@ -72,7 +72,7 @@ from typing import Any  # noqa: E402
 from ansible.errors import AnsibleError, AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
 from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.nodes import node_ready  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.nodes import node_ready  # noqa: E402
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (  # noqa: E402
     AUTH_ARG_SPEC,
     NODES,

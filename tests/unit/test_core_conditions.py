@@ -1,10 +1,10 @@
-"""Status conditions are read and set in one place (core/conditions.py)."""
+"""Status conditions are read and set in one place (core/node/conditions.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import conditions
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import conditions
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,7 +1,9 @@
 """The layers of plugins/module_utils keep their import rules (docs/architecture.md, "Import rules").
 
 - ``core/`` decides: the standard library and ``core/`` only; no network, process, thread or file module;
-  no clock read (``time``, ``datetime.now()`` and the like): every time is passed in.
+  no clock read (``time``, ``datetime.now()`` and the like): every time is passed in. Inside it,
+  ``core/node/`` (what the node agent ships) imports only itself, ``core/maintenance/`` and
+  ``core/remediation/`` never import each other, and the shared modules at the top import only ``node``.
 - ``k8s/`` talks to the API: the standard library, ``core/errors``, its own modules, the official
   ``kubernetes`` package (only where it is the fallback loader) and, in ``k8s/module.py`` only,
   ``ansible.module_utils``.
@@ -69,6 +71,8 @@ def layer_of(module: str) -> str:
     """core, k8s, engines (ours), ansible, kubernetes, future, or stdlib:<top>."""
     if module.startswith(PREFIX + "."):
         return module[len(PREFIX) + 1 :].split(".")[0]
+    if module == PREFIX:
+        return "module_utils"
     top = module.split(".")[0]
     if top in ("ansible", "ansible_collections"):
         return "ansible"
@@ -80,7 +84,22 @@ def layer_of(module: str) -> str:
 
 
 def files(layer: str) -> list[Path]:
-    return sorted((UTILS / layer).glob("*.py"))
+    return sorted((UTILS / layer).rglob("*.py"))
+
+
+def core_part(module: str) -> str:
+    """Where in core/ a core module is: node, maintenance, remediation, or top (the shared ones)."""
+    parts = module[len(PREFIX) + 1 :].split(".")
+    return parts[1] if len(parts) >= 2 and parts[1] in ("node", "maintenance", "remediation") else "top"
+
+
+#: what each part of core/ may import of core/
+CORE_RULES = {
+    "node": {"node"},
+    "top": {"top", "node"},
+    "maintenance": {"top", "node", "maintenance"},
+    "remediation": {"top", "node", "remediation"},
+}
 
 
 def test_the_layers_are_where_the_rules_say() -> None:
@@ -90,18 +109,29 @@ def test_the_layers_are_where_the_rules_say() -> None:
         "engines",
         "k8s",
     ]
+    assert sorted(p.name for p in (UTILS / "core").iterdir() if p.is_dir() and p.name != "__pycache__") == [
+        "maintenance",
+        "node",
+        "remediation",
+    ]
 
 
 @pytest.mark.parametrize("path", files("core"), ids=lambda p: p.name)
 def test_core_imports_only_the_pure_standard_library_and_core(path: Path) -> None:
-    assert core_import_faults(path, ["core"]) == []
+    package = [*path.relative_to(UTILS).parent.parts]
+    assert core_import_faults(path, package) == []
 
 
 def core_import_faults(path: Path, package: list[str]) -> list[str]:
+    own = core_part(".".join([PREFIX, *package, path.stem]))
     wrong = []
     for line, module in imports(path, package):
         layer = layer_of(module)
-        if layer in ("core", "future"):
+        if layer == "core":
+            if core_part(module) not in CORE_RULES[own]:
+                wrong.append(f"{path.name}:{line} imports {module} ({own} may import {sorted(CORE_RULES[own])})")
+            continue
+        if layer == "future":
             continue
         if not layer.startswith("stdlib:") or layer.split(":")[1] in IMPURE:
             wrong.append(f"{path.name}:{line} imports {module}")
@@ -129,7 +159,7 @@ def test_k8s_imports_only_core_errors_and_the_client_libraries(path: Path) -> No
         allowed = (
             layer in ("k8s", "future", "kubernetes", "urllib3", "yaml")
             or layer.startswith("stdlib:")
-            or module == f"{PREFIX}.core.errors"
+            or module == f"{PREFIX}.core.node.errors"
             or (layer == "ansible" and path.name == "module.py")
         )
         if not allowed:
@@ -147,27 +177,24 @@ def test_engines_never_import_ansible(path: Path) -> None:
     assert wrong == []
 
 
-def test_the_files_shipped_to_nodes_import_only_each_other() -> None:
+def test_the_files_shipped_to_nodes_are_core_node() -> None:
+    """The role ships exactly core/node (whose imports the rules above keep inside it)."""
     shipped = yaml.safe_load((ROOT / "roles/node_agent/vars/main.yml").read_text())["node_agent_core_files"]
-    names = {f"{PREFIX}.core.{Path(name).stem}" for name in shipped if name != "__init__.py"}
-    wrong = [
-        f"{name}:{line} imports {module}"
-        for name in shipped
-        for line, module in imports(UTILS / "core" / name)
-        if layer_of(module) == "core" and module not in names and module != f"{PREFIX}.core"
-    ]
-    assert wrong == []
+    assert sorted(shipped) == sorted(p.name for p in (UTILS / "core" / "node").glob("*.py"))
 
 
 def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
     """The checks above see a forbidden import and a clock read (so an empty list means something)."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "import time\nfrom ..k8s.client import Client\nfrom .nodes import node_ready\nx = time.monotonic()\n"
+        "import time\nfrom ...k8s.client import Client\nfrom ..maintenance import scheduler\n"
+        "from . import nodes\nx = time.monotonic()\n"
     )
-    assert [layer_of(found[1]) for found in imports(probe, ["core"])] == ["stdlib:time", "k8s", "core"]
-    assert core_import_faults(probe, ["core"]) == [
+    layers = [layer_of(found[1]) for found in imports(probe, ["core", "node"])]
+    assert layers == ["stdlib:time", "k8s", "core", "core"]
+    assert core_import_faults(probe, ["core", "node"]) == [
         "probe.py:1 imports time",
         f"probe.py:2 imports {PREFIX}.k8s.client",
+        f"probe.py:3 imports {PREFIX}.core.maintenance (node may import ['node'])",
     ]
-    assert clock_reads(probe) == ["probe.py:4 calls .monotonic()"]
+    assert clock_reads(probe) == ["probe.py:5 calls .monotonic()"]
