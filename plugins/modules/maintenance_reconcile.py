@@ -36,7 +36,8 @@ description:
   - Passes from several processes take turns through a C(coordination.k8s.io) Lease. A pass that cannot get it
     within O(lease_wait) seconds changes nothing and returns RV(busy=true).
   - A pass never blocks for long. A drain runs at most O(step_timeout) seconds in one pass and continues in the
-    next; with O(until_settled=true) the module runs passes until nothing is left to move or O(timeout) passes.
+    next; with O(until_settled=true) the module runs passes until nothing is left to move or O(settle_timeout)
+    passes.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.attributes
@@ -81,10 +82,10 @@ options:
   until_settled:
     description:
       - Run passes until no request is left that a pass would move by itself (Pending requests that the limits
-        hold back and Ready requests count as settled), or until O(timeout).
+        hold back and Ready requests count as settled), or until O(settle_timeout).
     type: bool
     default: false
-  timeout:
+  settle_timeout:
     description: Seconds for O(until_settled). The task does not fail when it runs out; RV(settled) says so.
     type: float
     default: 300
@@ -114,7 +115,7 @@ EXAMPLES = r"""
 - name: Reconcile until every request is Ready or waits for the limits, at most 30 minutes
   nodeops.maintenance.maintenance_reconcile:
     until_settled: true
-    timeout: 1800
+    settle_timeout: 1800
   register: reconcile
 
 - name: What would the next pass do?
@@ -232,7 +233,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "lease_wait": {"type": "float", "default": 30},
     "lease_duration": {"type": "int", "default": 60},
     "until_settled": {"type": "bool", "default": False},
-    "timeout": {"type": "float", "default": 300},
+    "settle_timeout": {"type": "float", "default": 300},
     "step_timeout": {"type": "float", "default": 20},
     "workers": {"type": "int", "default": 4},
 }
@@ -283,7 +284,7 @@ def main() -> None:
         if module.check_mode:
             reports = [reconciler.run_pass(check_mode=True)]
         elif p["until_settled"]:
-            reports, _settled = reconcile_until_settled(reconciler, p["timeout"])
+            reports, _settled = reconcile_until_settled(reconciler, p["settle_timeout"])
         else:
             reports = [reconciler.run_pass()]
     except NodeopsError as exc:

@@ -389,7 +389,7 @@ def test_a_reconcile_until_settled_rides_out_an_apiserver_restart(
         "namespace": namespace,
         "config_namespace": namespace,
         "until_settled": True,
-        "timeout": RECONCILE_TIMEOUT,
+        "settle_timeout": RECONCILE_TIMEOUT,
     }
     proc = start_module("maintenance_reconcile", args)
     try:

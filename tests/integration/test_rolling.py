@@ -359,7 +359,7 @@ def test_reconcile_playbook_prepares_a_request(engine: Engine, fleet: tuple[str,
         "reconcile_namespace": namespace,
         "reconcile_config_namespace": namespace,
         "reconcile_until_settled": True,
-        "reconcile_timeout": 120,
+        "reconcile_settle_timeout": 120,
         "reconcile_kubeconfig": str(cluster.kubeconfig),
     }
     out = run([str(BIN / "ansible-playbook"), "nodeops.maintenance.reconcile", "-e", json.dumps(variables)])

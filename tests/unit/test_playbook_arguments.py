@@ -352,10 +352,10 @@ AGENT = {"node_agent_become": False, "node_agent_manage_service": False}
         ),
         (
             "reconcile",
-            {"reconcile_until_settled": "maybe", "reconcile_timeout": "long"},
+            {"reconcile_until_settled": "maybe", "reconcile_settle_timeout": "long"},
             ["--check"],
             "Check the variables against reconcile.meta.yml",
-            ["reconcile_until_settled", "reconcile_timeout"],
+            ["reconcile_until_settled", "reconcile_settle_timeout"],
         ),
         (
             "install",
