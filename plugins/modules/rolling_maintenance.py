@@ -57,9 +57,9 @@ options:
     description: The requestor ID of the run's NodeMaintenance objects (C(spec.requestorID)).
     type: str
     required: true
-  nodes:
+  node_names:
     description:
-      - The target nodes (O(step=start)). With O(node_selector), the nodes of both.
+      - The target nodes by name (O(step=start)). With O(node_selector), the nodes of both.
     type: list
     elements: str
     default: []
@@ -361,7 +361,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "step": {"type": "str", "required": True, "choices": ["start", "next_wave", "finish", "summary"]},
     "run_id": {"type": "str", "required": True},
     "requestor": {"type": "str", "required": True},
-    "nodes": {"type": "list", "elements": "str", "default": []},
+    "node_names": {"type": "list", "elements": "str", "default": []},
     "node_selector": {"type": "str"},
     "namespace": {"type": "str", "default": "default"},
     "name_prefix": {"type": "str"},
@@ -430,7 +430,7 @@ def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
 
 def targets(module: K8sModule) -> list[str]:
     p = module.params
-    names = list(p["nodes"])
+    names = list(p["node_names"])
     if p["node_selector"]:
         selected = module.client.list(NODES, label_selector=p["node_selector"])["items"]
         names += sorted(n["metadata"]["name"] for n in selected)
