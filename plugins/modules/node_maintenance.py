@@ -40,7 +40,7 @@ options:
     type: list
     elements: str
     required: true
-    aliases: [node, nodes]
+    aliases: [node]
   requestor:
     description:
       - The requestor ID (C(spec.requestorID)), a DNS-like name such as V(upgrades.example.com).
@@ -178,7 +178,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "name": {"type": "list", "elements": "str", "required": True, "aliases": ["node", "nodes"]},
+    "name": {"type": "list", "elements": "str", "required": True, "aliases": ["node"]},
     "requestor": {"type": "str", "required": True},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     "namespace": {"type": "str", "default": "default"},
