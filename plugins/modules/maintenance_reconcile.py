@@ -40,6 +40,7 @@ description:
     passes.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.reconcile_options
   - nodeops.maintenance.attributes
 attributes:
   check_mode:
@@ -54,12 +55,6 @@ options:
       - Namespace of the NodeMaintenance objects to reconcile. Omit it for every namespace, as the operator does;
         limits computed from one namespace alone ignore the requests in progress elsewhere.
     type: str
-  config_namespace:
-    description:
-      - Namespace of the MaintenanceOperatorConfig named C(default). Without that object the built-in defaults
-        apply (C(maxParallelOperations=1), no C(maxUnavailable), C(maxNodeMaintenanceTimeSeconds=3600)).
-    type: str
-    default: nodeops-maintenance
   lease_name:
     description: Name of the Lease that serialises passes.
     type: str
@@ -89,10 +84,6 @@ options:
     description: Seconds for O(until_settled). The task does not fail when it runs out; RV(settled) says so.
     type: float
     default: 300
-  step_timeout:
-    description: The longest a drain runs within one pass, in seconds.
-    type: float
-    default: 20
   workers:
     description: Requests moved in parallel within a pass.
     type: int
@@ -224,17 +215,17 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
     reconcile_until_settled,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_options import reconcile_options
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "namespace": {"type": "str"},
-    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
     "lease_name": {"type": "str", "default": "nodeops-maintenance-reconcile"},
     "lease_namespace": {"type": "str"},
     "lease_wait": {"type": "float", "default": 30},
     "lease_duration": {"type": "int", "default": 60},
     "until_settled": {"type": "bool", "default": False},
     "settle_timeout": {"type": "float", "default": 300},
-    "step_timeout": {"type": "float", "default": 20},
+    **reconcile_options(),
     "workers": {"type": "int", "default": 4},
 }
 

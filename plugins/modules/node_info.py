@@ -179,8 +179,7 @@ def main() -> None:
             chosen = set(names)
             if p["node_selector"]:
                 chosen |= {
-                    n["metadata"]["name"]
-                    for n in module.client.list(NODES, label_selector=p["node_selector"])["items"]
+                    n["metadata"]["name"] for n in module.client.list(NODES, label_selector=p["node_selector"])["items"]
                 }
             elif not names:
                 chosen = set(everything)

@@ -321,7 +321,8 @@ AGENT = {"node_agent_become": False, "node_agent_manage_service": False}
             [],
             "Check that the variables have the shape their type says",
             [
-                "rolling_node_selector must be text, not a list or a mapping; rolling_node_names must be a list, not text"
+                "rolling_node_selector must be text, not a list or a mapping; "
+                "rolling_node_names must be a list, not text"
             ],
         ),
         (
