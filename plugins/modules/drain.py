@@ -269,8 +269,8 @@ diff:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.drain import parse_eviction_filters
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.drain import parse_eviction_filters
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain import (
     DrainError,
     DrainOptions,
