@@ -30,7 +30,7 @@ options:
     required: true
     type: str
     choices: [nodeops.maintenance.nodes]
-  label_selector:
+  node_selector:
     description: Only the nodes whose labels match this selector, for example V(node-role.kubernetes.io/gpu).
     type: str
   address_types:
@@ -53,7 +53,7 @@ EXAMPLES = r"""
 # gpu.nodes.yml: GPU nodes, grouped by zone, reached over their internal address
 plugin: nodeops.maintenance.nodes
 kubeconfig: ~/.kube/prod
-label_selector: nvidia.com/gpu.present=true
+node_selector: nvidia.com/gpu.present=true
 keyed_groups:
   - key: k8s_labels['topology.kubernetes.io/zone'] | default('none')
     prefix: zone
@@ -141,7 +141,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         params = {name: self.get_option(name) for name in AUTH_ARG_SPEC}
         try:
             client = Client.from_params(params)
-            return list(client.list(NODES, label_selector=self.get_option("label_selector"))["items"])
+            return list(client.list(NODES, label_selector=self.get_option("node_selector"))["items"])
         except K8sError as err:
             raise AnsibleParserError(f"nodeops.maintenance.nodes: {err.msg}") from err
         except ImportError as err:

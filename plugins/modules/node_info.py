@@ -28,12 +28,12 @@ attributes:
     details: The module changes nothing.
 options:
   name:
-    description: The nodes. With neither O(name) nor O(label_selector), every node.
+    description: The nodes. With neither O(name) nor O(node_selector), every node.
     type: list
     elements: str
     default: []
-    aliases: [node, nodes]
-  label_selector:
+    aliases: [node]
+  node_selector:
     description: A label selector for the nodes (with O(name), the nodes of both).
     type: str
   wait:
@@ -129,8 +129,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "name": {"type": "list", "elements": "str", "default": [], "aliases": ["node", "nodes"]},
-    "label_selector": {"type": "str"},
+    "name": {"type": "list", "elements": "str", "default": [], "aliases": ["node"]},
+    "node_selector": {"type": "str"},
     "wait": {"type": "bool", "default": False},
     "wait_for": {"type": "str", "choices": ["ready", "not_ready"], "default": "ready"},
     "rebooted_from": {"type": "dict", "default": {}},
@@ -176,10 +176,9 @@ def main() -> None:
                     msg=f"Node(s) {', '.join(missing)} not found. Check the names with 'kubectl get nodes'."
                 )
             chosen = set(names)
-            if p["label_selector"]:
+            if p["node_selector"]:
                 chosen |= {
-                    n["metadata"]["name"]
-                    for n in module.client.list(NODES, label_selector=p["label_selector"])["items"]
+                    n["metadata"]["name"] for n in module.client.list(NODES, label_selector=p["node_selector"])["items"]
                 }
             elif not names:
                 chosen = set(everything)

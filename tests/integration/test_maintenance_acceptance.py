@@ -118,7 +118,7 @@ def test_thirty_nodes_two_requestors_within_the_limits(
             assert rounds <= 20, f"no progress: released {sorted(released)}"
             run = run_module(
                 "maintenance_reconcile",
-                reconcile_args(cluster, namespace, until_settled=True, timeout=120),
+                reconcile_args(cluster, namespace, until_settled=True, settle_timeout=120),
                 timeout=240,
             )
             assert not run.failed, run.result

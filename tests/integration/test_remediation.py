@@ -225,7 +225,7 @@ def test_dead_node_is_fenced_then_its_workloads_run_elsewhere(
     assert again.result["remediations"][0]["pods_deleted"] == []
     assert {p.metadata.uid for p in pod_of(core, ns, "db")} == {old["db"].metadata.uid}
 
-    done = run_module("remediation", {**auth, "namespace": ns, "wait_timeout": 150}, timeout=200)
+    done = run_module("remediation", {**auth, "namespace": ns, "settle_timeout": 150}, timeout=200)
     assert not done.failed, done.result
     [outcome] = done.result["remediations"]
     assert outcome["phase"] == "Fencing-Completed", outcome
