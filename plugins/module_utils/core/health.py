@@ -184,6 +184,7 @@ class NodeDecision:
     control_plane: bool = False
     matched_conditions: tuple[str, ...] = ()  # "Ready=Unknown" of the conditions that match
     remediations: tuple[str, ...] = ()  # names of the node's remediation objects
+    unhealthy_seconds: float | None = None  # how long the longest-held matching condition has held (None: unknown)
 
     @property
     def healthy(self) -> bool:
@@ -201,6 +202,7 @@ class NodeDecision:
             "control_plane": self.control_plane,
             "matched_conditions": list(self.matched_conditions),
             "remediations": list(self.remediations),
+            "unhealthy_seconds": self.unhealthy_seconds,
         }
 
 
@@ -695,16 +697,16 @@ def evaluate(
                     work.to_delete.append(_ref(rem))
 
     # Classify every selected node.
-    matching: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
+    matching: list[tuple[Mapping[str, Any], tuple[str, ...], float | None]] = []
     healthy = 0
     for node in selected:
         name = _name(node)
         rems = by_node.get(name, [])
         rem_names = tuple(_name(r) for r in rems)
         cp = name in control_plane_names
-        matched, soonest = _match(node, conditions, now)
+        matched, soonest, held = _match(node, conditions, now)
         if matched:
-            matching.append((node, matched))
+            matching.append((node, matched, held))
             continue
         if soonest is not None:
             work.again_in(soonest + REQUEUE_SLACK_SECONDS)
@@ -743,7 +745,7 @@ def evaluate(
         remediation_node(r) for r in remediations if CONTROL_PLANE_CR_LABEL in (_meta(r).get("labels") or {})
     }
 
-    for node, matched in matching:
+    for node, matched, held in matching:
         name = _name(node)
         labels = _meta(node).get("labels") or {}
         cp = name in control_plane_names
@@ -752,9 +754,15 @@ def evaluate(
         shown = ", ".join(matched)
 
         def decide(
-            code: str, reason: str, name: str = name, cp: bool = cp, found: tuple = matched, rems: tuple = rem_names
+            code: str,
+            reason: str,
+            name: str = name,
+            cp: bool = cp,
+            found: tuple = matched,
+            rems: tuple = rem_names,
+            held: float | None = held,
         ) -> None:
-            work.decisions[name] = NodeDecision(name, code, reason, cp, found, rems)
+            work.decisions[name] = NodeDecision(name, code, reason, cp, found, rems, held)
 
         step, current, timed_out = _next_step(rems, templates, now, work)
         if step is None and current is not None:
@@ -858,10 +866,13 @@ def _round_up(seconds: float) -> float:
 
 def _match(
     node: Mapping[str, Any], conditions: list[_Condition], now: datetime
-) -> tuple[tuple[str, ...], float | None]:
-    """(conditions that match now, seconds until the soonest one that will match) for ``node``."""
+) -> tuple[tuple[str, ...], float | None, float | None]:
+    """(conditions that match now, seconds until the soonest one that will match, seconds the longest-held matching
+    one has held: None when none matches or one has no transition time) for ``node``."""
     matched: list[str] = []
     soonest: float | None = None
+    held_longest: float | None = None
+    forever = False
     node_conditions = (node.get("status") or {}).get("conditions") or []
     for wanted in conditions:
         for cond in node_conditions:
@@ -870,15 +881,18 @@ def _match(
             since = cond.get("lastTransitionTime")
             if since is None:  # no transition time: it has held for ever
                 matched.append(f"{wanted.type}={wanted.status}")
+                forever = True
                 continue
             start = parse_time(since, f"node {_name(node)}: condition {wanted.type} lastTransitionTime")
             held = (now - start).total_seconds()
             if held > wanted.seconds:
                 matched.append(f"{wanted.type}={wanted.status}")
+                held_longest = held if held_longest is None else max(held_longest, held)
             else:
                 left = wanted.seconds - held
                 soonest = left if soonest is None else min(soonest, left)
-    return tuple(dict.fromkeys(matched)), (None if matched else soonest)
+    longest = None if forever or held_longest is None else round(held_longest, 3)
+    return tuple(dict.fromkeys(matched)), (None if matched else soonest), longest
 
 
 def _template_of(rem: Mapping[str, Any], templates: list[Template]) -> Template | None:

@@ -13,8 +13,10 @@ text. ``node_health_figures``, ``remediation_figures`` and ``rolling_figures`` t
 
 from __future__ import annotations
 
+import base64
 import math
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -502,3 +504,23 @@ def custom_figures(metrics: Iterable[Mapping[str, Any]]) -> Exposition:
         except MetricsError as err:
             raise MetricsError(f"{where}: {err}") from err
     return out
+
+
+def push_path(job: str, grouping: Mapping[str, Any]) -> str:
+    """The Pushgateway path of a group: ``/metrics/job/<job>{/<label>/<value>}``. A value that is empty or holds a
+    ``/`` goes in the gateway's base64 form (``<label>@base64/<urlsafe base64>``); others are percent-encoded."""
+    if not isinstance(job, str) or not job:
+        raise MetricsError("job: must be a non-empty string (the Pushgateway's job label).")
+    parts = ["/metrics", *_path_pair("job", job)]
+    for label, given in sorted(grouping.items()):
+        if label == "job":
+            raise MetricsError("grouping: job is given by the job option, not as a grouping label.")
+        check_label_name(label)
+        parts += _path_pair(label, _label_text(given, "grouping", label))
+    return "/".join(parts)
+
+
+def _path_pair(label: str, value: str) -> list[str]:
+    if value and "/" not in value:
+        return [label, urllib.parse.quote(value, safe="")]
+    return [f"{label}@base64", base64.urlsafe_b64encode(value.encode("utf-8")).decode("ascii") or "="]
