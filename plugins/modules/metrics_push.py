@@ -142,7 +142,7 @@ text:
   type: str
   sample: "# HELP nodeops_nhc_healthy_nodes Observed nodes that count healthy.\n..."
 metrics:
-  description: The names of the metric families in O(text).
+  description: The names of the metric families in RV(text).
   returned: always
   type: list
   elements: str
