@@ -167,7 +167,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlConnectionError
 from ansible.module_utils.urls import SSLValidationError, open_url
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.metrics import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.metrics import (
     CONTENT_TYPE,
     Exposition,
     MetricsError,

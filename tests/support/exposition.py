@@ -1,6 +1,6 @@
 """A strict reader of Prometheus' text format (0.0.4) for the tests: what the agent serves and the module pushes.
 
-Independent of the renderer in plugins/module_utils/core/metrics.py (it reads character by character), so that a
+Independent of the renderer in plugins/module_utils/core/node/metrics.py (it reads character by character), so that a
 round trip through both checks the escaping. ``parse(text)`` gives the families: name -> {"type", "help", "samples":
 {frozenset(labels.items()): value}}; anything malformed raises ValueError.
 """

@@ -1,4 +1,4 @@
-"""core/metrics.py: names, escaping and numbers of the text format (property tests, read back by an independent
+"""core/node/metrics.py: names, escaping and numbers of the text format (property tests, read back by an independent
 reader), the catalogue's conventions, and the figures of node_health, remediation and rolling_maintenance."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import math
 import re
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import metrics
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.metrics import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import metrics
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.metrics import (
     CATALOGUE,
     Exposition,
     Metric,

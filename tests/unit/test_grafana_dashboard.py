@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.metrics import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.metrics import (
     AGENT,
     CATALOGUE,
     Exposition,

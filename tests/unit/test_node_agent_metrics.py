@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.metrics import AGENT
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.metrics import AGENT
 from support.exposition import parse, value
 from support.node_agent import AgentProcess, FakeApi, free_port, issue, make_agent, wait_for
 
