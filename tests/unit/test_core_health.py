@@ -419,8 +419,11 @@ def test_as_dict_is_plain_data() -> None:
         "control_plane": False,
         "matched_conditions": ["Ready=Unknown"],
         "remediations": [],
+        "unhealthy_seconds": 999.0,
     }
     assert out["unhealthy_nodes"] == ["a"] and out["phase"] == "Enabled"
+    # a healthy node has no unhealthy time
+    assert out["decisions"][1]["unhealthy_seconds"] is None
 
 
 # -- properties -------------------------------------------------------------------------------

@@ -186,6 +186,7 @@ class NodeDecision:
     control_plane: bool = False
     matched_conditions: tuple[str, ...] = ()  # "Ready=Unknown" of the conditions that match
     remediations: tuple[str, ...] = ()  # names of the node's remediation objects
+    unhealthy_seconds: float | None = None  # how long the longest-held matching condition has held (None: unknown)
 
     @property
     def healthy(self) -> bool:
@@ -203,6 +204,7 @@ class NodeDecision:
             "control_plane": self.control_plane,
             "matched_conditions": list(self.matched_conditions),
             "remediations": list(self.remediations),
+            "unhealthy_seconds": self.unhealthy_seconds,
         }
 
 
@@ -711,8 +713,8 @@ def evaluate(
     cp_remediated |= {
         remediation_node(r) for r in remediations if CONTROL_PLANE_CR_LABEL in (_meta(r).get("labels") or {})
     }
-    for node, matched in matching:
-        _decide_unhealthy(inputs, gate, node, matched, cp_remediated, work)
+    for node, matched, held in matching:
+        _decide_unhealthy(inputs, gate, node, matched, held, cp_remediated, work)
 
     return Evaluation(
         observed=observed,
@@ -795,18 +797,21 @@ def _orphans(inputs: _Inputs, work: _Pass) -> None:
                 work.to_delete.append(_ref(rem))
 
 
-def _classify(inputs: _Inputs, work: _Pass) -> tuple[list[tuple[Mapping[str, Any], tuple[str, ...]]], int]:
+_Unhealthy = tuple[Mapping[str, Any], tuple[str, ...], float | None]
+
+
+def _classify(inputs: _Inputs, work: _Pass) -> tuple[list[_Unhealthy], int]:
     """Decide every selected node that is not unhealthy (healthy, soon unhealthy, recovering); return the
-    unhealthy ones with the conditions they match, and the number of healthy nodes."""
-    matching: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
+    unhealthy ones with the conditions they match and how long they have held, and the number of healthy nodes."""
+    matching: list[_Unhealthy] = []
     healthy = 0
     for node in inputs.selected:
         name = _name(node)
         rems = inputs.by_node.get(name, [])
         cp = name in inputs.control_plane_names
-        matched, soonest = _match(node, inputs.conditions, inputs.now)
+        matched, soonest, held = _match(node, inputs.conditions, inputs.now)
         if matched:
-            matching.append((node, matched))
+            matching.append((node, matched, held))
             continue
         if soonest is not None:
             work.again_in(soonest + REQUEUE_SLACK_SECONDS)
@@ -836,6 +841,7 @@ def _decide_unhealthy(
     gate: _Gate,
     node: Mapping[str, Any],
     matched: tuple[str, ...],
+    held: float | None,
     cp_remediated: set[str],
     work: _Pass,
 ) -> None:
@@ -848,7 +854,7 @@ def _decide_unhealthy(
     shown = ", ".join(matched)
 
     def decide(code: str, reason: str) -> None:
-        work.decisions[name] = NodeDecision(name, code, reason, cp, matched, inputs.rem_names(name))
+        work.decisions[name] = NodeDecision(name, code, reason, cp, matched, inputs.rem_names(name), held)
 
     step, current, timed_out = _next_step(rems, inputs.templates, now, work)
     if step is None and current is not None:
@@ -933,10 +939,13 @@ def _round_up(seconds: float) -> float:
 
 def _match(
     node: Mapping[str, Any], conditions: list[_Condition], now: datetime
-) -> tuple[tuple[str, ...], float | None]:
-    """(conditions that match now, seconds until the soonest one that will match) for ``node``."""
+) -> tuple[tuple[str, ...], float | None, float | None]:
+    """(conditions that match now, seconds until the soonest one that will match, seconds the longest-held matching
+    one has held: None when none matches or one has no transition time) for ``node``."""
     matched: list[str] = []
     soonest: float | None = None
+    held_longest: float | None = None
+    forever = False
     node_conditions = (node.get("status") or {}).get("conditions") or []
     for wanted in conditions:
         for cond in node_conditions:
@@ -945,15 +954,18 @@ def _match(
             since = cond.get("lastTransitionTime")
             if since is None:  # no transition time: it has held for ever
                 matched.append(f"{wanted.type}={wanted.status}")
+                forever = True
                 continue
             start = parse_time(since, f"node {_name(node)}: condition {wanted.type} lastTransitionTime")
             held = (now - start).total_seconds()
             if held > wanted.seconds:
                 matched.append(f"{wanted.type}={wanted.status}")
+                held_longest = held if held_longest is None else max(held_longest, held)
             else:
                 left = wanted.seconds - held
                 soonest = left if soonest is None else min(soonest, left)
-    return tuple(dict.fromkeys(matched)), (None if matched else soonest)
+    longest = None if forever or held_longest is None else round(held_longest, 3)
+    return tuple(dict.fromkeys(matched)), (None if matched else soonest), longest
 
 
 def _template_of(rem: Mapping[str, Any], templates: list[Template]) -> Template | None:
