@@ -64,7 +64,7 @@ options:
     type: str
     choices: [put, post]
     default: put
-  timeout:
+  request_timeout:
     description: Seconds the push may take.
     type: float
     default: 10
@@ -187,7 +187,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "job": {"type": "str", "default": "nodeops"},
     "grouping": {"type": "dict", "default": {}},
     "method": {"type": "str", "choices": ["put", "post"], "default": "put"},
-    "timeout": {"type": "float", "default": 10},
+    "request_timeout": {"type": "float", "default": 10},
     "validate_certs": {"type": "bool", "default": True},
     "url_username": {"type": "str"},
     "url_password": {"type": "str", "no_log": True},
@@ -280,7 +280,7 @@ def main() -> None:
                     data=text.encode("utf-8"),
                     method=params["method"].upper(),
                     headers={"Content-Type": CONTENT_TYPE},
-                    timeout=params["timeout"],
+                    timeout=params["request_timeout"],
                     validate_certs=params["validate_certs"],
                     url_username=params["url_username"],
                     url_password=params["url_password"],

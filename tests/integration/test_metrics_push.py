@@ -108,7 +108,7 @@ def test_pushes_reach_prometheus_through_the_pushgateway(tmp_path: Path) -> None
             assert bad.failed and "metric name '1bad'" in bad.result["msg"]
             unreachable = run_module(
                 "metrics_push",
-                {"metrics": [{"name": "x", "value": 1}], "pushgateway_url": "http://127.0.0.1:9", "timeout": 5},
+                {"metrics": [{"name": "x", "value": 1}], "pushgateway_url": "http://127.0.0.1:9", "request_timeout": 5},
             )
             assert (
                 unreachable.failed and "pushing to http://127.0.0.1:9/metrics/job/nodeops" in unreachable.result["msg"]

@@ -219,4 +219,4 @@ def test_custom_figures() -> None:
 
 
 def test_the_agent_ships_this_file() -> None:
-    assert metrics.__name__.endswith("core.metrics")
+    assert metrics.__name__.endswith("core.node.metrics")
