@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rfc3339  # noqa: E402
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (  # noqa: E402
-    STATE_KEY,
     record_name,
+    stored_nodes,
 )
 from cluster import kwok, nvidia_operator  # noqa: E402
 from cluster.launcher import Cluster, _build_bindir  # noqa: E402
@@ -275,7 +275,7 @@ def run_engine(
     ended = time.time()
     load_after = os.getloadavg()
     cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
-    records = json.loads(cm.data[STATE_KEY])
+    records = list(stored_nodes(cm.data).values())
     assert all(r["state"] == "done" for r in records), "not every node is done"
     table = waves(records, began, ended)
     print(f"\n== engine {engine}")
