@@ -115,7 +115,13 @@ class TreeSampler(threading.Thread):
 
 
 def playbook(
-    cluster: Cluster, name: str, extra: dict[str, Any], forks: int, log: Path, usage: dict[str, Any] | None = None
+    cluster: Cluster,
+    name: str,
+    extra: dict[str, Any],
+    forks: int,
+    log: Path,
+    usage: dict[str, Any] | None = None,
+    collections: Path | None = None,
 ) -> float:
     """Runs the playbook; with ``usage`` (a dict), fills it with the CPU seconds of ``ansible-playbook`` and
     every process under it (``wait4``: the process and its descendants that were waited for, which Ansible
@@ -132,6 +138,7 @@ def playbook(
         "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
         "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "100000",
         "PROFILE_TASKS_SUMMARY_ONLY": "true",
+        **({"ANSIBLE_COLLECTIONS_PATH": str(collections.resolve())} if collections else {}),
     }
     cmd = [str(BIN / "ansible-playbook"), f"nodeops.maintenance.{name}", "-f", str(forks), "-e", json.dumps(extra)]
     began = time.monotonic()
@@ -251,9 +258,16 @@ def maintenance_tasks(args: argparse.Namespace, workdir: Path) -> str:
 
 
 def run_engine(
-    cluster: Cluster, api: k8s.ApiClient, engine: str, nodes: list[str], args: argparse.Namespace, workdir: Path
+    cluster: Cluster,
+    api: k8s.ApiClient,
+    engine: str,
+    nodes: list[str],
+    args: argparse.Namespace,
+    workdir: Path,
+    collections: Path | None = None,
 ) -> dict[str, Any]:
-    """One rolling maintenance of every node with ``engine``; prints its waves and returns its figures."""
+    """One rolling maintenance of every node with ``engine`` (and the collection in ``collections``, by default
+    this checkout); prints its waves and returns its figures."""
     add_pods(api, nodes, args.pods_per_node)
     run_id = f"bench-{engine}-{int(time.time())}"
     extra = {
@@ -267,18 +281,18 @@ def run_engine(
         "rolling_drain_spec": {"force": True, "timeout_seconds": 300},
         "rolling_gather_seconds": 5,
     }
-    log = workdir / f"rolling-{engine}.log"
+    log = workdir / f"rolling-{engine}{'-compared' if collections else ''}.log"
     usage: dict[str, Any] | None = {} if args.rusage else None
     load_before = os.getloadavg()
     began = time.time()
-    total = playbook(cluster, "rolling_maintenance", extra, args.forks or args.mpo, log, usage)
+    total = playbook(cluster, "rolling_maintenance", extra, args.forks or args.mpo, log, usage, collections)
     ended = time.time()
     load_after = os.getloadavg()
     cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
     records = list(stored_nodes(cm.data).values())
     assert all(r["state"] == "done" for r in records), "not every node is done"
     table = waves(records, began, ended)
-    print(f"\n== engine {engine}")
+    print(f"\n== engine {engine}" + (f", the collection in {collections}" if collections else ", this checkout"))
     print(f"{'wave':>4} {'nodes':>5} {'drain':>7} {'maint.':>7} {'release':>7} {'cycle':>7} {'overhead':>8}")
     for w in table:
         print(
@@ -304,7 +318,8 @@ def run_engine(
     print(f"load average (1, 5, 15 min) before the run {fmt_load(load_before)}, after {fmt_load(load_after)}")
     if usage is not None:
         print_usage(usage, len(records))
-    return {"total": total, "waves": len(table), "table": table}
+    overhead = [w["overhead"] for w in table]
+    return {"total": total, "waves": len(table), "table": table, "overhead": overhead, "usage": usage}
 
 
 def fmt_load(load: tuple[float, float, float]) -> str:
@@ -333,6 +348,20 @@ def print_usage(usage: dict[str, Any], nodes: int) -> None:
     )
 
 
+def print_comparison(compared: dict[str, Any], this: dict[str, Any], nodes: int) -> None:
+    print("\n== the same maintenance of the same nodes, the collection compared (first) and this checkout")
+    for label, run in (("compared", compared), ("this checkout", this)):
+        o = run["overhead"]
+        line = (
+            f"{label:>14}: overhead per wave mean {statistics.mean(o):.2f}s, median {statistics.median(o):.2f}s, "
+            f"max {max(o):.2f}s; total {run['total']:.1f}s"
+        )
+        if run["usage"]:
+            cpu = run["usage"]["user"] + run["usage"]["system"]
+            line += f"; {cpu * 1000 / nodes:.0f} CPU-s per 1000 nodes"
+        print(line)
+
+
 def wait_pods_gone(api: k8s.ApiClient) -> None:
     """The bare pods the last run drained are deleted before the next run makes them again."""
     core = k8s.CoreV1Api(api)
@@ -349,6 +378,12 @@ def main() -> int:
     parser.add_argument("--maintenance", choices=("reboot", "pause"), default="reboot", help="see maintenance_tasks")
     parser.add_argument(
         "--rusage", action="store_true", help="also the CPU seconds and peak memory of ansible-playbook's processes"
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="first the same run (built-in engine) with the collection in this directory (it holds "
+        "ansible_collections/nodeops/maintenance), then with this checkout, on the same cluster",
     )
     parser.add_argument(
         "--engine",
@@ -371,18 +406,23 @@ def main() -> int:
         )
         k8s.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         nodes = kwok.add_nodes(api, args.nodes, prefix="bench", labels={"bench": "rolling"})
-        kwok.wait_nodes_ready(api, nodes, timeout=300)
+        kwok.wait_nodes_ready(api, nodes, timeout=max(300, args.nodes / 2))  # kwok on a busy machine
         kwok.wait_until(
             lambda: k8s.CoreV1Api(api).list_namespaced_service_account(NAMESPACE).items or None, 60, "ServiceAccount"
         )
         playbook(cluster, "install", {}, 5, workdir / "install.log")
         results: dict[str, dict[str, Any]] = {}
+        if args.compare:  # the other version first, then this checkout, on the same cluster
+            compared = run_engine(cluster, api, "builtin", nodes, args, workdir, args.compare)
+            wait_pods_gone(api)
         for engine in engines:
             if engine == "operator":
                 assert operator_binary is not None
                 wait_pods_gone(api)
                 cluster.start_nvidia_operator(operator_binary)
             results[engine] = run_engine(cluster, api, engine, nodes, args, workdir)
+        if args.compare:
+            print_comparison(compared, results["builtin"], args.nodes)
         if len(results) == 2:
             builtin, operator = results["builtin"], results["operator"]
             print("\n== both engines, the same maintenance of the same nodes")
