@@ -40,7 +40,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rfc3339  # noqa: E402
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (  # noqa: E402
+    RECORD_LIMIT,
     record_name,
+    record_size,
     stored_nodes,
 )
 from cluster import kwok, nvidia_operator  # noqa: E402
@@ -290,6 +292,7 @@ def run_engine(
     load_after = os.getloadavg()
     cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
     records = list(stored_nodes(cm.data).values())
+    size = record_size(cm.data)
     assert all(r["state"] == "done" for r in records), "not every node is done"
     table = waves(records, began, ended)
     print(f"\n== engine {engine}" + (f", the collection in {collections}" if collections else ", this checkout"))
@@ -314,6 +317,7 @@ def run_engine(
     print("first host to its end on the last, so tasks that run beside each other overlap):")
     for name, seconds, count in task_times(log)[:15]:
         print(f"  {seconds:7.1f}s  {count:4d}x  {name}")
+    print(f"the record: {size} bytes, {size / len(records):.0f} a node ({size / RECORD_LIMIT:.0%} of a ConfigMap)")
     print(f"playbook output: {log}")
     print(f"load average (1, 5, 15 min) before the run {fmt_load(load_before)}, after {fmt_load(load_after)}")
     if usage is not None:
