@@ -45,7 +45,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling i
     record_size,
     stored_nodes,
 )
-from cluster import kwok, nvidia_operator  # noqa: E402
+from cluster import kwok, launcher, nvidia_operator  # noqa: E402
 from cluster.launcher import Cluster, _build_bindir  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 
@@ -384,6 +384,12 @@ def main() -> int:
         "--rusage", action="store_true", help="also the CPU seconds and peak memory of ansible-playbook's processes"
     )
     parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        help="the simulated nodes' Lease duration (renewed every quarter of it; Unknown after 1.5 times it without "
+        "one); default: the test control plane's 20 s",
+    )
+    parser.add_argument(
         "--compare",
         type=Path,
         help="first the same run (built-in engine) with the collection in this directory (it holds "
@@ -401,6 +407,12 @@ def main() -> int:
     operator_binary = nvidia_operator.build() if "operator" in engines else None
 
     workdir = ROOT / ".build" / "bench-rolling"
+    if args.lease_seconds:
+        # The test control plane's nodes renew their Leases every 5 s and turn Unknown after 20 s without one,
+        # for quick tests of a few nodes; thousands of them at that rate (400 writes/s at 2,000) overload a small
+        # machine and its nodes flap. Real kubelets renew every 10 s (a 40 s Lease) and turn Unknown after 40-50 s.
+        launcher.KWOK_NODE_LEASE_SECONDS = args.lease_seconds
+        launcher.NODE_MONITOR_GRACE_SECONDS = args.lease_seconds * 3 // 2
     cluster = Cluster(workdir, _build_bindir()).start()
     api = kwok.api_client(cluster.kubeconfig)
     try:
