@@ -153,13 +153,11 @@ def check_size(data: Mapping[str, str], nodes: int) -> None:
 def full_size(run: RunRecord) -> int:
     """Bytes of the run's record once every node has every time set (without messages)."""
     start = run.started or 0.0
-    far = [start + 400 * 86400.0] * (len(_TIME_FIELDS) - 1)  # the other times more than a year after the start
-    full = RunRecord(
-        run.run_id,
-        run.requestor,
-        run.started,
-        {name: NodeRecord(name, INTERRUPTED, len(run.nodes), start, *far, message="") for name in run.nodes},
-    )
+    full = RunRecord(run.run_id, run.requestor, run.started)
+    for name in run.nodes:
+        record = full.nodes[name] = NodeRecord(name, INTERRUPTED, len(run.nodes), requested=start)
+        for key in _TIME_FIELDS[1:]:
+            setattr(record, key, start + 400 * 86400.0)  # the other times more than a year after the start
     return record_size(full.to_data())
 
 

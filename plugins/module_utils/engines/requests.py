@@ -163,7 +163,7 @@ def _by_node(items: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     large fleet costs the size of the list plus the wave, not their product."""
     out: dict[str, list[dict[str, Any]]] = {}
     for obj in items:
-        out.setdefault((obj.get("spec") or {}).get("nodeName"), []).append(obj)
+        out.setdefault(str((obj.get("spec") or {}).get("nodeName") or ""), []).append(obj)
     return out
 
 
