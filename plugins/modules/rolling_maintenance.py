@@ -326,8 +326,7 @@ lines:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
     INTERRUPTED_POLICIES,
     PENDING,
     RollingError,
@@ -340,6 +339,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling i
     record_name,
     sort_outcomes,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
 )

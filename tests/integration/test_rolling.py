@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import record_name, stored_nodes
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
+    record_name,
+    stored_nodes,
+)
 from cluster import kwok
 from cluster.launcher import OPERATOR
 from integration.test_maintenance_acceptance import api_client
