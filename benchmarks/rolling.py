@@ -29,6 +29,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,9 +38,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import STATE_KEY, record_name  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (  # noqa: E402
+    RECORD_LIMIT,
+    record_name,
+    record_size,
+    stored_nodes,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import rfc3339  # noqa: E402
-from cluster import kwok, nvidia_operator  # noqa: E402
+from cluster import kwok, launcher, nvidia_operator  # noqa: E402
 from cluster.launcher import Cluster, _build_bindir  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 
@@ -48,7 +54,80 @@ NAMESPACE = "bench"
 CONFIG_NAMESPACE = "nodeops-maintenance"
 
 
-def playbook(cluster: Cluster, name: str, extra: dict[str, Any], forks: int, log: Path) -> float:
+class TreeSampler(threading.Thread):
+    """Samples ``/proc`` for a process and its descendants every ``interval`` seconds: the peak RSS of each
+    (``VmHWM``, the kernel's own high-water mark, so a peak between two samples is not missed for a process
+    seen at least once), and the largest sum of their PSS (``smaps_rollup``: shared pages shared out, so the
+    fork workers' copy-on-write pages are not counted once per worker). A process that lives less than one
+    interval may be missed; the main process and the fork workers live through the whole run."""
+
+    def __init__(self, pid: int, interval: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.stop = threading.Event()
+        self.hwm: dict[int, int] = {}  # pid -> peak RSS, KiB
+        self.role: dict[int, str] = {}  # pid -> main / worker (a fork of the main process) / module
+        self.peak_pss = 0  # KiB, the whole tree at one moment
+        self.samples = 0
+
+    @staticmethod
+    def _read(path: str) -> str:
+        try:
+            return Path(path).read_text()
+        except OSError:  # gone meanwhile
+            return ""
+
+    def _tree(self) -> list[int]:
+        parent: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                stat = self._read(f"/proc/{entry}/stat")
+                if stat:
+                    parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+        tree, frontier = [self.pid], [self.pid]
+        while frontier:
+            frontier = [pid for pid, ppid in parent.items() if ppid in frontier]
+            tree += frontier
+        return tree
+
+    def sample(self) -> None:
+        main_cmd = self._read(f"/proc/{self.pid}/cmdline")
+        pss = 0
+        for pid in self._tree():
+            status = self._read(f"/proc/{pid}/status")
+            match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+            if not match:
+                continue
+            self.hwm[pid] = max(self.hwm.get(pid, 0), int(match.group(1)))
+            if pid not in self.role:
+                same = self._read(f"/proc/{pid}/cmdline") == main_cmd
+                self.role[pid] = "main" if pid == self.pid else ("worker" if same else "module")
+            rollup = re.search(r"^Pss:\s+(\d+) kB", self._read(f"/proc/{pid}/smaps_rollup"), re.M)
+            pss += int(rollup.group(1)) if rollup else 0
+        self.peak_pss = max(self.peak_pss, pss)
+        self.samples += 1
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.sample()
+            self.stop.wait(self.interval)
+
+    def peaks(self, role: str) -> list[int]:
+        return [kib for pid, kib in self.hwm.items() if self.role.get(pid) == role]
+
+
+def playbook(
+    cluster: Cluster,
+    name: str,
+    extra: dict[str, Any],
+    forks: int,
+    log: Path,
+    usage: dict[str, Any] | None = None,
+    collections: Path | None = None,
+) -> float:
+    """Runs the playbook; with ``usage`` (a dict), fills it with the CPU seconds of ``ansible-playbook`` and
+    every process under it (``wait4``: the process and its descendants that were waited for, which Ansible
+    does for its workers and module processes) and the peak memory that :class:`TreeSampler` saw."""
     env = {
         **os.environ,
         "K8S_AUTH_KUBECONFIG": str(cluster.kubeconfig),
@@ -61,11 +140,31 @@ def playbook(cluster: Cluster, name: str, extra: dict[str, Any], forks: int, log
         "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
         "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "100000",
         "PROFILE_TASKS_SUMMARY_ONLY": "true",
+        **({"ANSIBLE_COLLECTIONS_PATH": str(collections.resolve())} if collections else {}),
     }
     cmd = [str(BIN / "ansible-playbook"), f"nodeops.maintenance.{name}", "-f", str(forks), "-e", json.dumps(extra)]
     began = time.monotonic()
     with log.open("w") as out:
-        rc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+        process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(process.pid)
+        if usage is not None:
+            sampler.start()
+        _pid, status, rusage = os.wait4(process.pid, 0)
+        process.returncode = rc = os.waitstatus_to_exitcode(status)
+        sampler.stop.set()
+    if usage is not None:
+        sampler.join()
+        usage.update(
+            seconds=time.monotonic() - began,
+            user=rusage.ru_utime,
+            system=rusage.ru_stime,
+            maxrss=rusage.ru_maxrss,  # KiB: the largest single process of the tree (Linux)
+            main=max(sampler.peaks("main"), default=0),
+            workers=sampler.peaks("worker"),
+            modules=sampler.peaks("module"),
+            pss=sampler.peak_pss,
+            samples=sampler.samples,
+        )
     if rc != 0:
         raise SystemExit(f"{name} failed (rc {rc}); see {log}")
     return time.monotonic() - began
@@ -143,10 +242,34 @@ def waves(records: list[dict[str, Any]], started: float, ended: float) -> list[d
     return out
 
 
+PAUSE = """---
+- name: The maintenance, a pause of {seconds:g}s in the controller (no module process, no reboot)
+  ansible.builtin.pause:
+    seconds: {seconds:g}
+"""
+
+
+def maintenance_tasks(args: argparse.Namespace, workdir: Path) -> str:
+    """The simulated reboot (three module calls a node: a realistic share of the controller's CPU), or with
+    ``--maintenance pause`` a pause, which leaves the driver's own cost: the waves, the steps, Ansible's tasks."""
+    if args.maintenance == "reboot":
+        return "maintenance/simulated_reboot.yml"
+    path = workdir / "pause.yml"
+    path.write_text(PAUSE.format(seconds=args.reboot))
+    return str(path)
+
+
 def run_engine(
-    cluster: Cluster, api: k8s.ApiClient, engine: str, nodes: list[str], args: argparse.Namespace, workdir: Path
+    cluster: Cluster,
+    api: k8s.ApiClient,
+    engine: str,
+    nodes: list[str],
+    args: argparse.Namespace,
+    workdir: Path,
+    collections: Path | None = None,
 ) -> dict[str, Any]:
-    """One rolling maintenance of every node with ``engine``; prints its waves and returns its figures."""
+    """One rolling maintenance of every node with ``engine`` (and the collection in ``collections``, by default
+    this checkout); prints its waves and returns its figures."""
     add_pods(api, nodes, args.pods_per_node)
     run_id = f"bench-{engine}-{int(time.time())}"
     extra = {
@@ -155,20 +278,24 @@ def run_engine(
         "rolling_node_selector": "bench=rolling",
         "rolling_max_parallel_operations": args.mpo,
         "rolling_max_unavailable": args.mpo,
-        "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml",
+        "rolling_maintenance_tasks": maintenance_tasks(args, workdir),
         "rolling_simulated_reboot_seconds": args.reboot,
         "rolling_drain_spec": {"force": True, "timeout_seconds": 300},
         "rolling_gather_seconds": 5,
     }
-    log = workdir / f"rolling-{engine}.log"
+    log = workdir / f"rolling-{engine}{'-compared' if collections else ''}.log"
+    usage: dict[str, Any] | None = {} if args.rusage else None
+    load_before = os.getloadavg()
     began = time.time()
-    total = playbook(cluster, "rolling_maintenance", extra, args.mpo, log)
+    total = playbook(cluster, "rolling_maintenance", extra, args.forks or args.mpo, log, usage, collections)
     ended = time.time()
+    load_after = os.getloadavg()
     cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
-    records = json.loads(cm.data[STATE_KEY])
+    records = list(stored_nodes(cm.data).values())
+    size = record_size(cm.data)
     assert all(r["state"] == "done" for r in records), "not every node is done"
     table = waves(records, began, ended)
-    print(f"\n== engine {engine}")
+    print(f"\n== engine {engine}" + (f", the collection in {collections}" if collections else ", this checkout"))
     print(f"{'wave':>4} {'nodes':>5} {'drain':>7} {'maint.':>7} {'release':>7} {'cycle':>7} {'overhead':>8}")
     for w in table:
         print(
@@ -190,8 +317,53 @@ def run_engine(
     print("first host to its end on the last, so tasks that run beside each other overlap):")
     for name, seconds, count in task_times(log)[:15]:
         print(f"  {seconds:7.1f}s  {count:4d}x  {name}")
+    print(f"the record: {size} bytes, {size / len(records):.0f} a node ({size / RECORD_LIMIT:.0%} of a ConfigMap)")
     print(f"playbook output: {log}")
-    return {"total": total, "waves": len(table), "table": table}
+    print(f"load average (1, 5, 15 min) before the run {fmt_load(load_before)}, after {fmt_load(load_after)}")
+    if usage is not None:
+        print_usage(usage, len(records))
+    overhead = [w["overhead"] for w in table]
+    return {"total": total, "waves": len(table), "table": table, "overhead": overhead, "usage": usage}
+
+
+def fmt_load(load: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.1f}" for x in load)
+
+
+def print_usage(usage: dict[str, Any], nodes: int) -> None:
+    """CPU and memory of ansible-playbook and its processes, per 1000 nodes (see ``playbook``)."""
+    cpu = usage["user"] + usage["system"]
+    per = 1000 / nodes
+    workers, modules = usage["workers"] or [0], usage["modules"] or [0]
+    print(f"\nansible-playbook and every process under it ({nodes} nodes, {usage['seconds']:.0f}s):")
+    print(
+        f"  CPU: user {usage['user']:.0f}s + system {usage['system']:.0f}s = {cpu:.0f}s; "
+        f"{cpu * per:.0f} CPU-s per 1000 nodes ({cpu / usage['seconds']:.2f} cores on average)"
+    )
+    print(
+        f"  peak RSS: main process {usage['main'] / 1024:.0f} MiB; fork workers ({len(usage['workers'])}): "
+        f"max {max(workers) / 1024:.0f} MiB, median {statistics.median(workers) / 1024:.0f} MiB; module processes "
+        f"seen ({len(usage['modules'])}): max {max(modules) / 1024:.0f} MiB; largest single process (wait4) "
+        f"{usage['maxrss'] / 1024:.0f} MiB"
+    )
+    print(
+        f"  peak PSS of the whole tree at one moment: {usage['pss'] / 1024:.0f} MiB "
+        f"({usage['samples']} samples, 1 s apart)"
+    )
+
+
+def print_comparison(compared: dict[str, Any], this: dict[str, Any], nodes: int) -> None:
+    print("\n== the same maintenance of the same nodes, the collection compared (first) and this checkout")
+    for label, run in (("compared", compared), ("this checkout", this)):
+        o = run["overhead"]
+        line = (
+            f"{label:>14}: overhead per wave mean {statistics.mean(o):.2f}s, median {statistics.median(o):.2f}s, "
+            f"max {max(o):.2f}s; total {run['total']:.1f}s"
+        )
+        if run["usage"]:
+            cpu = run["usage"]["user"] + run["usage"]["system"]
+            line += f"; {cpu * 1000 / nodes:.0f} CPU-s per 1000 nodes"
+        print(line)
 
 
 def wait_pods_gone(api: k8s.ApiClient) -> None:
@@ -205,7 +377,24 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--mpo", type=int, default=20, help="maxParallelOperations (and forks)")
-    parser.add_argument("--reboot", type=float, default=2, help="seconds of each simulated reboot")
+    parser.add_argument("--forks", type=int, help="Ansible's forks (default: --mpo)")
+    parser.add_argument("--reboot", type=float, default=2, help="seconds of each simulated reboot (or pause)")
+    parser.add_argument("--maintenance", choices=("reboot", "pause"), default="reboot", help="see maintenance_tasks")
+    parser.add_argument(
+        "--rusage", action="store_true", help="also the CPU seconds and peak memory of ansible-playbook's processes"
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        help="the simulated nodes' Lease duration (renewed every quarter of it; Unknown after 1.5 times it without "
+        "one); default: the test control plane's 20 s",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="first the same run (built-in engine) with the collection in this directory (it holds "
+        "ansible_collections/nodeops/maintenance), then with this checkout, on the same cluster",
+    )
     parser.add_argument(
         "--engine",
         choices=("builtin", "operator", "both"),
@@ -218,24 +407,38 @@ def main() -> int:
     operator_binary = nvidia_operator.build() if "operator" in engines else None
 
     workdir = ROOT / ".build" / "bench-rolling"
+    if args.lease_seconds:
+        # The test control plane's nodes renew their Leases every 5 s and turn Unknown after 20 s without one,
+        # for quick tests of a few nodes; thousands of them at that rate (400 writes/s at 2,000) overload a small
+        # machine and its nodes flap. Real kubelets renew every 10 s (a 40 s Lease) and turn Unknown after 40-50 s.
+        launcher.KWOK_NODE_LEASE_SECONDS = args.lease_seconds
+        launcher.NODE_MONITOR_GRACE_SECONDS = args.lease_seconds * 3 // 2
     cluster = Cluster(workdir, _build_bindir()).start()
     api = kwok.api_client(cluster.kubeconfig)
     try:
-        print(f"Kubernetes {cluster.k8s_version}; {args.nodes} nodes x {args.pods_per_node} pods, mpo {args.mpo}")
+        print(
+            f"Kubernetes {cluster.k8s_version}; {args.nodes} nodes x {args.pods_per_node} pods, mpo {args.mpo}, "
+            f"forks {args.forks or args.mpo}, reboot {args.reboot:g}s; load average {fmt_load(os.getloadavg())}"
+        )
         k8s.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         nodes = kwok.add_nodes(api, args.nodes, prefix="bench", labels={"bench": "rolling"})
-        kwok.wait_nodes_ready(api, nodes, timeout=300)
+        kwok.wait_nodes_ready(api, nodes, timeout=max(300, args.nodes / 2))  # kwok on a busy machine
         kwok.wait_until(
             lambda: k8s.CoreV1Api(api).list_namespaced_service_account(NAMESPACE).items or None, 60, "ServiceAccount"
         )
         playbook(cluster, "install", {}, 5, workdir / "install.log")
         results: dict[str, dict[str, Any]] = {}
+        if args.compare:  # the other version first, then this checkout, on the same cluster
+            compared = run_engine(cluster, api, "builtin", nodes, args, workdir, args.compare)
+            wait_pods_gone(api)
         for engine in engines:
             if engine == "operator":
                 assert operator_binary is not None
                 wait_pods_gone(api)
                 cluster.start_nvidia_operator(operator_binary)
             results[engine] = run_engine(cluster, api, engine, nodes, args, workdir)
+        if args.compare:
+            print_comparison(compared, results["builtin"], args.nodes)
         if len(results) == 2:
             builtin, operator = results["builtin"], results["operator"]
             print("\n== both engines, the same maintenance of the same nodes")

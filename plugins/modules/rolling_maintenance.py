@@ -312,6 +312,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
     PENDING,
     RollingError,
     RunRecord,
+    check_capacity,
     fail_budget,
     mark_done,
     mark_failed,
@@ -452,6 +453,10 @@ def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
         rolling.requests.check_mode = True
         rolling.requests.check_nodes(nodes)
         plan = plan_start(run, nodes, rolling.clock(), p["interrupted"], p["retry_failed"])
+        try:
+            check_capacity(run)
+        except RollingError as exc:
+            module.fail_json(msg=f"Run {p['run_id']!r}: {exc}.")
         actions = rolling.requests.present(plan.request) if plan.request else []
         result.update(
             changed=start_changed(plan, actions),

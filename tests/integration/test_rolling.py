@@ -19,7 +19,10 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import STATE_KEY, record_name
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
+    record_name,
+    stored_nodes,
+)
 from cluster import kwok
 from cluster.launcher import OPERATOR
 from integration.test_maintenance_acceptance import api_client
@@ -174,7 +177,7 @@ def unique(engine: Engine, run_id: str) -> str:
 def record(engine: Engine, run_id: str) -> dict[str, dict[str, Any]]:
     name = record_name(unique(engine, run_id))
     cm = k8s.CoreV1Api(engine.api).read_namespaced_config_map(name, engine.config_namespace)
-    return {r["node"]: r for r in json.loads(cm.data[STATE_KEY])}
+    return stored_nodes(cm.data)
 
 
 def our_requests(api: k8s.ApiClient, namespace: str) -> list[dict[str, Any]]:

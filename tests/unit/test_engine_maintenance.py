@@ -20,6 +20,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
     reconcile_until_settled,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
+    REFRESH_BY_LIST,
     RequestError,
     Requests,
     RequestSpec,
@@ -545,6 +546,57 @@ def test_requests_create_join_leave_and_delete(api: FakeApi) -> None:
     assert api.obj(NODE_MAINTENANCES, "a-n0") is None
     a.refresh(released)
     assert all(is_gone(x) for x in released)
+
+
+def test_requests_waiting_their_turn_are_looked_at_on_the_passs_own_thread(api: FakeApi) -> None:
+    for index in range(12):
+        api.add(NODES, node(f"w{index}"))
+        api.add(NODE_MAINTENANCES, nm(f"r{index:02d}", f"w{index}"))
+    api.objects[(MAINTENANCE_CONFIGS.plural, NS, "default")]["spec"] = {"maxParallelOperations": 2}
+    r = reconciler(api, workers=4)
+    r.run_pass()  # every request gets its status (Pending); two are taken to Ready
+    threads: dict[str, int] = {}
+    advance = r._advance
+
+    def spy(obj: dict[str, Any], *args: Any) -> Any:
+        threads[obj["metadata"]["name"]] = threading.get_ident()
+        return advance(obj, *args)
+
+    r._advance = spy  # type: ignore[method-assign]
+    api.writes.clear()
+    report = r.run_pass()
+    waiting = {w["name"]: w["reason"] for w in report.waiting}
+    assert len(waiting) == 10 and set(waiting.values()) == {"no_slot"}
+    assert {threads[name.split("/")[1]] for name in waiting} == {threading.get_ident()}
+    assert len(report.requests) == 12 and report.settled
+    assert [w for w in api.writes if w[1] != "leases"] == []
+
+
+def test_a_large_release_lists_the_requests_once_and_looks_at_them_again_with_one_list(api: FakeApi) -> None:
+    a = Requests(api, RequestSpec("a.example.com", NS, "a"))  # type: ignore[arg-type]
+    nodes = [f"w{index:02d}" for index in range(REFRESH_BY_LIST + 2)]
+    for name in nodes:
+        api.add(NODES, node(name))
+    a.present(nodes)
+    for name in nodes[:3]:  # held by a finalizer: still there, being deleted, after the release
+        obj = api.objects[(NODE_MAINTENANCES.plural, NS, f"a-{name}")]
+        obj["metadata"]["finalizers"] = [FINALIZER]
+    calls: list[str] = []
+    list_, get = api.list, api.get
+    api.list = lambda res, *args, **kw: calls.append(f"list {res.plural}") or list_(res, *args, **kw)  # type: ignore[method-assign]
+    api.get = lambda res, *args, **kw: calls.append(f"get {res.plural}") or get(res, *args, **kw)  # type: ignore[method-assign]
+    released = a.absent(nodes)
+    assert [x.action for x in released] == ["deleted"] * len(nodes)
+    assert calls.count("list nodemaintenances") == 1
+    calls.clear()
+    a.refresh(released)
+    assert calls == ["list nodemaintenances"]
+    assert [x.obj is not None for x in released] == [True] * 3 + [False] * (len(nodes) - 3)
+    assert all(x.obj["metadata"].get("deletionTimestamp") for x in released[:3])  # type: ignore[index]
+    assert not any(is_gone(x) for x in released[:3]) and all(is_gone(x) for x in released[3:])
+    calls.clear()
+    a.refresh(released[:3])  # a few: a GET each
+    assert calls == ["get nodemaintenances"] * 3
 
 
 def test_a_joined_requestor_leaves_a_request_being_deleted(api: FakeApi) -> None:

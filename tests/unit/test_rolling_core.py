@@ -58,18 +58,80 @@ def test_a_record_round_trips_through_configmap_data() -> None:
     assert back.to_data() == data
 
 
-def test_the_stored_form_is_rfc3339_with_milliseconds_and_sorted_by_node() -> None:
+def test_the_stored_form_is_a_table_of_milliseconds_sorted_by_node() -> None:
     run = new_run("zeta", "alpha", now=NOW + 0.25)
+    run.nodes["alpha"].admitted = NOW + 1.5
     data = run.to_data()
     assert json.loads(data[core.RUN_KEY]) == {
         "runID": RUN,
         "requestor": REQUESTOR,
         "started": "2027-01-15T08:00:00.250Z",
     }
-    nodes = json.loads(data[core.STATE_KEY])
-    assert [n["node"] for n in nodes] == ["alpha", "zeta"]
-    assert nodes[0]["requested"] == "2027-01-15T08:00:00.250Z"
-    assert nodes[0]["state"] == core.PENDING and nodes[0]["wave"] is None and nodes[0]["ready"] is None
+    table = json.loads(data[core.STATE_KEY])
+    assert table["format"] == core.RECORD_FORMAT and table["columns"] == list(core.COLUMNS)
+    assert table["base"] == 1_800_000_000_250  # the earliest time, in milliseconds since the epoch
+    rows = [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
+    assert [r["node"] for r in rows] == ["alpha", "zeta"]
+    assert rows[0]["requested"] == 0 and rows[0]["admitted"] == 1250 and rows[0]["ready"] is None
+    assert rows[0]["state"] == core.PENDING and rows[0]["wave"] is None
+    assert data[core.STATE_KEY].count("\n") == 3  # one row a line, for people reading it with kubectl
+    # as people and tools see it, whatever the stored form
+    assert core.stored_nodes(data)["alpha"]["admitted"] == "2027-01-15T08:00:01.500Z"
+
+
+def test_a_record_in_the_first_form_is_still_read_so_an_earlier_run_goes_on() -> None:
+    run = new_run("n0", "n1", now=NOW + 0.25)
+    in_wave(run, "n0", now=NOW + 3)
+    first_form = json.dumps([run.nodes[n].as_dict() for n in sorted(run.nodes)], sort_keys=True, indent=0)
+    data = {**run.to_data(), core.STATE_KEY: first_form}
+    back = core.RunRecord.from_data(data, RUN, REQUESTOR)
+    assert back == run
+    assert core.stored_nodes(data) == core.stored_nodes(run.to_data())
+
+
+def test_a_record_of_2000_nodes_takes_less_than_a_quarter_of_a_configmap() -> None:
+    run = new_run(*(f"ip-10-0-{i // 256}-{i % 256}.eu-west-1.compute.internal" for i in range(2000)))
+    for index, name in enumerate(sorted(run.nodes)):
+        record = run.nodes[name]
+        start = NOW + 3600 * 10 + index  # ten hours into the run: eight-digit offsets
+        record.admitted, record.ready, record.began, record.ended = start, start + 9.5, start + 11, start + 900
+        record.finished, record.back = start + 901, start + 960
+        core.start_wave(run, [name], start + 10)
+        core.mark_done(run, name, start + 960)
+    data = run.to_data()
+    assert core.record_size(data) < core.RECORD_LIMIT // 4  # about 125 bytes a node (400 in the first form)
+    core.check_size(data, len(run.nodes))
+    core.check_capacity(run)
+    assert core.RunRecord.from_data(data, RUN, REQUESTOR) == roundtrip(run)
+
+
+def test_a_run_too_large_for_its_configmap_is_refused_at_the_start_saying_how_to_split_it() -> None:
+    names = [f"gpu-node-{i:05d}.cluster-a.datacenter-east.example.com" for i in range(12_000)]
+    run = new_run(*names)
+    with pytest.raises(core.RollingError, match=r"split the targets into runs of at most about (\d+) nodes") as info:
+        core.check_capacity(run)
+    fit = int(re.search(r"at most about (\d+)", str(info.value)).group(1))  # type: ignore[union-attr]
+    assert 5000 < fit < 12_000
+    core.check_capacity(new_run(*names[:fit]))  # as many as it says do fit
+    with pytest.raises(core.RollingError):
+        core.check_capacity(new_run(*names[: fit + 200]))
+
+
+def test_a_record_over_the_limit_is_an_error_before_it_is_written() -> None:
+    run = new_run(*(f"n{i}" for i in range(3)))
+    data = run.to_data()
+    core.check_size(data, 3)
+    with pytest.raises(core.RollingError, match=r"needs \d+ bytes, more than the 1048576 a ConfigMap holds"):
+        core.check_size({**data, "padding": "x" * core.RECORD_LIMIT}, 3)
+
+
+def test_a_long_message_is_cut_in_the_record() -> None:
+    run = new_run("n0")
+    in_wave(run, "n0")
+    core.mark_failed(run, "n0", "x" * 5000, NOW + 1)
+    stored = roundtrip(run).nodes["n0"].message
+    assert len(stored) == core.MESSAGE_LIMIT and stored.endswith("...")
+    assert run.nodes["n0"].message == "x" * 5000  # in memory (this step's request condition) it is whole
 
 
 def test_a_time_that_rounds_up_to_the_next_second_carries_over() -> None:
@@ -106,6 +168,9 @@ def test_a_record_of_another_requestor_is_refused() -> None:
         ({core.STATE_KEY: "[42]"}, "not a node record"),
         ({core.STATE_KEY: '[{"state": "done"}]'}, "not a node record"),
         ({core.STATE_KEY: '[{"node": "n0", "state": "rebooting"}]'}, "unknown state 'rebooting'"),
+        ({core.STATE_KEY: '{"format": 2, "columns": ["node"], "rows": []}'}, "wrong shape"),
+        ({core.STATE_KEY: '{"format": 2, "columns": ["node", "state"], "base": 0, "rows": [["n0"]]}'}, "not a node"),
+        ({core.STATE_KEY: '{"format": 2, "columns": ["node"], "base": 0, "rows": [[7]]}'}, "not a node record"),
     ],
 )
 def test_a_broken_record_is_an_error_not_a_new_run(data: dict[str, str], match: str) -> None:

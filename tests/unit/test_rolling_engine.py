@@ -115,7 +115,7 @@ class Api(FakeApi):
     def record(self) -> dict[str, dict[str, Any]]:
         cm = self.objects.get((CONFIGMAPS.plural, CFG, RECORD))
         assert cm is not None, "no record"
-        return {n["node"]: n for n in json.loads(cm["data"][core.STATE_KEY])}
+        return core.stored_nodes(cm["data"])
 
     def set_node_ready(self, name: str, ready: bool) -> None:
         obj = self.objects[(NODES.plural, None, name)]
@@ -219,6 +219,32 @@ def test_a_run_id_is_stored_under_its_record_name(api: Api) -> None:
     rolling(api, run_id="CHG 77").start(["n0"], "release", False)
     cms = [k for k in api.objects if k[0] == CONFIGMAPS.plural]
     assert cms == [(CONFIGMAPS.plural, CFG, core.record_name("CHG 77"))]
+
+
+def test_a_run_too_large_for_its_record_is_refused_before_anything_is_written(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the room of a ConfigMap scaled down: four nodes are too many, three fit
+    three = core.RunRecord(RUN, REQUESTOR)
+    core.plan_start(three, ["n0", "n1", "n2"], api.clock())
+    monkeypatch.setattr(core, "MESSAGE_ROOM", 200)
+    monkeypatch.setattr(core, "RECORD_LIMIT", core.full_size(three) + 200 + 10)
+    with pytest.raises(RequestError, match=f"Run '{RUN}': the record of 4 nodes .* runs of at most about 3 nodes"):
+        started(api, "n0", "n1", "n2", "n3")
+    assert api.write_count == 0 and api.obj(CONFIGMAPS, RECORD, CFG) is None and api.requests() == []
+    started(api, "n0", "n1", "n2")
+
+
+def test_a_record_that_outgrows_its_configmap_is_an_error_and_the_last_record_stays(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first_wave(api, "n0", "n1")
+    before = api.record()
+    monkeypatch.setattr(core, "RECORD_LIMIT", core.record_size(api.obj(CONFIGMAPS, RECORD, CFG)["data"]) + 200)
+    writes = api.write_count
+    with pytest.raises(RequestError, match=f"ConfigMap {CFG}/{RECORD}: the record of the run's 2 nodes needs"):
+        rolling(api).finish([], {"n0": "x" * 250, "n1": "y" * 250})
+    assert api.record() == before and api.write_count == writes  # nothing released, nothing written
 
 
 # ============================================================================== next_wave

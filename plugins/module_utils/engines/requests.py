@@ -129,14 +129,22 @@ def _rv(obj: Mapping[str, Any]) -> int:
         return 0
 
 
-def _for_node(items: Sequence[dict[str, Any]], node: str, deleting: bool = False) -> list[dict[str, Any]]:
-    """The requests for ``node``; those being deleted only with ``deleting`` (a joined requestor may still leave)."""
-    return [
-        o
-        for o in items
-        if (o.get("spec") or {}).get("nodeName") == node
-        and (deleting or not (o.get("metadata") or {}).get("deletionTimestamp"))
-    ]
+REFRESH_BY_LIST = 10  # more requests than this to look at again: one list instead of a GET each
+
+
+def _by_node(items: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The requests listed, by node (in list order): looked up once per node, so that a step over a wave of a
+    large fleet costs the size of the list plus the wave, not their product."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for obj in items:
+        out.setdefault(str((obj.get("spec") or {}).get("nodeName") or ""), []).append(obj)
+    return out
+
+
+def _for_node(index: Mapping[str, Sequence[dict[str, Any]]], node: str, deleting: bool = False) -> list[dict[str, Any]]:
+    """The requests for ``node`` (``index`` from :func:`_by_node`); those being deleted only with ``deleting`` (a
+    joined requestor may still leave)."""
+    return [o for o in index.get(node, ()) if deleting or not (o.get("metadata") or {}).get("deletionTimestamp")]
 
 
 class Requests:
@@ -219,7 +227,7 @@ class Requests:
 
     def present(self, nodes: Sequence[str]) -> list[Action]:
         self.check_nodes(nodes)
-        items = self._list()
+        items = _by_node(self._list())
         req = self.request
         actions: list[Action] = []
         for node in nodes:
@@ -275,7 +283,7 @@ class Requests:
         return actions
 
     def absent(self, nodes: Sequence[str]) -> list[Action]:
-        items = self._list()
+        items = _by_node(self._list())
         req = self.request
         actions: list[Action] = []
         for node in nodes:
@@ -351,9 +359,20 @@ class Requests:
         return str(latest.get("message") or "")
 
     def refresh(self, actions: Sequence[Action]) -> None:
-        for action in actions:
-            if action.obj is None:
-                continue
+        """Each action's object as it is now (None once gone): a GET each, or for more than
+        :data:`REFRESH_BY_LIST` of them one list per namespace (a wave of a large fleet, released at once)."""
+        live = [a for a in actions if a.obj is not None]
+        if len(live) > REFRESH_BY_LIST:
+            current: dict[tuple[str, str], dict[str, Any]] = {}
+            for namespace in sorted({a.namespace for a in live}):
+                for obj in self.client.list(NODE_MAINTENANCES, namespace=namespace)["items"]:
+                    obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+                    obj.setdefault("kind", NODE_MAINTENANCES.kind)
+                    current[(namespace, obj["metadata"]["name"])] = obj
+            for action in live:
+                action.obj = current.get((action.namespace, action.name))
+            return
+        for action in live:
             try:
                 action.obj = self.client.get(NODE_MAINTENANCES, action.name, action.namespace)
             except NotFound:

@@ -88,7 +88,13 @@ class Rolling:
             ) from None
 
     def save(self, run: core.RunRecord) -> None:
-        """Write the record; a Conflict means another run of the same run ID wrote it in between."""
+        """Write the record; a Conflict means another run of the same run ID wrote it in between. A record too
+        large for its ConfigMap is an error before the write (the API server would refuse it)."""
+        data = run.to_data()
+        try:
+            core.check_size(data, len(run.nodes))
+        except core.RollingError as exc:
+            raise RequestError(f"ConfigMap {self.options.record_namespace}/{self.name}: {exc}.") from None
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -98,7 +104,7 @@ class Rolling:
                 "labels": {"app.kubernetes.io/managed-by": "nodeops.maintenance"},
                 "annotations": {"maintenance.nodeops.io/run-id": self.options.run_id},
             },
-            "data": run.to_data(),
+            "data": data,
         }
         try:
             if self._configmap is None:
@@ -150,6 +156,10 @@ class Rolling:
         self.requests.check_nodes(targets)
         run = self.load()
         plan = core.plan_start(run, targets, self.clock(), interrupted, retry_failed)
+        try:
+            core.check_capacity(run)  # before anything is written
+        except core.RollingError as exc:
+            raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
         self.save(run)  # the interrupted and requeued nodes are on record before any request changes
         for node in plan.fail:
             self._mark_failed_request(node, run.nodes[node].message)

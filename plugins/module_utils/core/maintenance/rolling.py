@@ -78,13 +78,18 @@ class NodeRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NodeRecord:
+    def from_dict(cls, data: Mapping[str, Any], epoch_times: bool = False) -> NodeRecord:
+        """A record from its stored form: RFC 3339 times (the first form), or with ``epoch_times`` seconds since
+        the epoch (from the table)."""
         if not isinstance(data, Mapping) or not isinstance(data.get("node"), str):
             raise RollingError(f"not a node record: {data!r}")
         state = data.get("state", PENDING)
         if state not in STATES:
             raise RollingError(f"node record {data['node']}: unknown state {state!r}")
-        times = {key: rfc3339.to_epoch(data.get(key)) for key in _TIME_FIELDS}
+        if epoch_times:
+            times = {key: data.get(key) for key in _TIME_FIELDS}
+        else:
+            times = {key: rfc3339.to_epoch(data.get(key)) for key in _TIME_FIELDS}
         wave = data.get("wave")
         return cls(
             node=data["node"],
@@ -92,6 +97,83 @@ class NodeRecord:
             wave=int(wave) if isinstance(wave, int) else None,
             message=str(data.get("message") or ""),
             **times,
+        )
+
+
+COLUMNS = ("node", "state", "wave", *_TIME_FIELDS, "message")
+RECORD_FORMAT = 2  # the table of to_data; a list of node objects (as_dict) is the first form, still read
+MESSAGE_LIMIT = 300  # characters of a node's message kept in the record (the request's condition has 1024)
+# What a ConfigMap holds (the API server refuses more: the keys and values of data and binaryData together).
+RECORD_LIMIT = 1024 * 1024
+# Room kept at the start for the messages of failed nodes: a run whose record, every node done, would need more
+# than RECORD_LIMIT - MESSAGE_ROOM is refused before anything is written.
+MESSAGE_ROOM = 128 * 1024
+
+
+def _millis(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _short(message: str) -> str:
+    return message if len(message) <= MESSAGE_LIMIT else message[: MESSAGE_LIMIT - 3] + "..."
+
+
+def _from_table(table: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The node objects of a stored table (as :meth:`NodeRecord.as_dict` gives them, times as epoch seconds)."""
+    columns, base, rows = table.get("columns"), table.get("base"), table.get("rows")
+    if not isinstance(columns, list) or not isinstance(base, int) or not isinstance(rows, list):
+        raise RollingError("the run record has the wrong shape")
+    out = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != len(columns):
+            raise RollingError(f"not a node record: {row!r}")
+        item = dict(zip(columns, row, strict=True))
+        for key in _TIME_FIELDS:
+            ms = item.get(key)
+            item[key] = (base + ms) / 1000 if isinstance(ms, int) and not isinstance(ms, bool) else None
+        out.append(item)
+    return out
+
+
+def record_size(data: Mapping[str, str]) -> int:
+    """Bytes of ConfigMap data as the API server counts them against RECORD_LIMIT."""
+    return sum(len(key.encode()) + len(value.encode()) for key, value in data.items())
+
+
+def check_size(data: Mapping[str, str], nodes: int) -> None:
+    """RollingError when the record no longer fits in its ConfigMap (the write would be refused)."""
+    size = record_size(data)
+    if size > RECORD_LIMIT:
+        raise RollingError(
+            f"the record of the run's {nodes} nodes needs {size} bytes, more than the {RECORD_LIMIT} a ConfigMap "
+            "holds (long failure messages take room); nothing more was written"
+        )
+
+
+def full_size(run: RunRecord) -> int:
+    """Bytes of the run's record once every node has every time set (without messages)."""
+    start = run.started or 0.0
+    full = RunRecord(run.run_id, run.requestor, run.started)
+    for name in run.nodes:
+        record = full.nodes[name] = NodeRecord(name, INTERRUPTED, len(run.nodes), requested=start)
+        for key in _TIME_FIELDS[1:]:
+            setattr(record, key, start + 400 * 86400.0)  # the other times more than a year after the start
+    return record_size(full.to_data())
+
+
+def check_capacity(run: RunRecord) -> None:
+    """RollingError when the record of this many nodes, each done with every time set, would leave less than
+    MESSAGE_ROOM bytes of the ConfigMap for messages: the run is refused before its first write."""
+    if not run.nodes:
+        return
+    need = full_size(run)
+    room = RECORD_LIMIT - MESSAGE_ROOM
+    if need > room:
+        fit = len(run.nodes) * room // need
+        raise RollingError(
+            f"the record of {len(run.nodes)} nodes would need about {need} bytes once they are done, and a ConfigMap "
+            f"holds {RECORD_LIMIT} ({MESSAGE_ROOM} of them kept for failure messages): split the targets into runs "
+            f"of at most about {fit} nodes, each with its own run ID"
         )
 
 
@@ -113,11 +195,24 @@ class RunRecord:
 
     # -- storage -----------------------------------------------------------------------------
     def to_data(self) -> dict[str, str]:
+        """The ConfigMap data: the run, and the nodes as a table (:data:`COLUMNS`, one row a line, times in
+        milliseconds after ``base``), about 110 bytes a node where one object a node took 400."""
         run = {"runID": self.run_id, "requestor": self.requestor}
         if self.started is not None:
             run["started"] = _stamp(self.started)
-        nodes = [self.nodes[name].as_dict() for name in sorted(self.nodes)]
-        return {RUN_KEY: json.dumps(run, sort_keys=True), STATE_KEY: json.dumps(nodes, sort_keys=True, indent=0)}
+        records = [self.nodes[name] for name in sorted(self.nodes)]
+        stamps = [[_millis(getattr(r, key)) for key in _TIME_FIELDS] for r in records]
+        base = min((ms for row in stamps for ms in row if ms is not None), default=0)
+        rows = [
+            json.dumps(
+                [r.node, r.state, r.wave, *(None if ms is None else ms - base for ms in row), _short(r.message)],
+                separators=(",", ":"),
+            )
+            for r, row in zip(records, stamps, strict=True)
+        ]
+        head = json.dumps({"format": RECORD_FORMAT, "columns": list(COLUMNS), "base": base})[:-1]
+        table = head + ', "rows": [\n' + ",\n".join(rows) + "\n]}"
+        return {RUN_KEY: json.dumps(run, sort_keys=True), STATE_KEY: table}
 
     @classmethod
     def from_data(cls, data: Mapping[str, str] | None, run_id: str, requestor: str) -> RunRecord:
@@ -129,6 +224,9 @@ class RunRecord:
             nodes = json.loads(data.get(STATE_KEY) or "[]")
         except json.JSONDecodeError as exc:
             raise RollingError(f"the run record is not JSON ({exc})") from None
+        table = isinstance(nodes, dict) and nodes.get("format") == RECORD_FORMAT
+        if table:
+            nodes = _from_table(nodes)
         if not isinstance(run, dict) or not isinstance(nodes, list):
             raise RollingError("the run record has the wrong shape")
         if run.get("runID", run_id) != run_id:
@@ -138,7 +236,7 @@ class RunRecord:
                 f"run {run_id!r} was started by requestor {run.get('requestor')!r}; use that requestor "
                 "or another run ID"
             )
-        records = [NodeRecord.from_dict(item) for item in nodes]
+        records = [NodeRecord.from_dict(item, epoch_times=table) for item in nodes]
         return cls(run_id, requestor, rfc3339.to_epoch(run.get("started")), {r.node: r for r in records})
 
     # -- queries -----------------------------------------------------------------------------
@@ -148,6 +246,19 @@ class RunRecord:
     @property
     def last_wave(self) -> int:
         return max((r.wave or 0 for r in self.nodes.values()), default=0)
+
+
+def stored_nodes(data: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """node -> its record as :meth:`NodeRecord.as_dict` gives it (RFC 3339 times), from a record's ConfigMap data
+    in either form: for tools, tests and people, who need not know how it is stored."""
+    try:
+        run = json.loads(data.get(RUN_KEY) or "{}")
+    except json.JSONDecodeError as exc:
+        raise RollingError(f"the run record is not JSON ({exc})") from None
+    if not isinstance(run, dict):
+        raise RollingError("the run record has the wrong shape")
+    record = RunRecord.from_data(data, str(run.get("runID", "")), str(run.get("requestor", "")))
+    return {name: node.as_dict() for name, node in record.nodes.items()}
 
 
 def record_name(run_id: str) -> str:
