@@ -27,8 +27,8 @@ description:
     is Ready in Kubernetes again (its request is deleted and the node uncordoned); a node that failed, or did not
     come back, gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)).
   - O(step=summary) returns the record as a table.
-  - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens; it reads nothing
-    in the cluster.
+  - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
+    the settings of O(window) and O(gates); it reads nothing in the cluster.
   - B(Maintenance window.) With O(window), a wave starts only inside it. O(step=start) outside the window changes
     nothing (no record, no request) and returns RV(stopped) with the time the window opens. O(step=next_wave)
     checks the window before anything that could schedule, and before each of its reconcile passes; outside the
