@@ -2,18 +2,17 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one HTTP call to Prometheus: its active alerts (``GET /api/v1/alerts``), for the alert gate of a rolling run.
 
-Standard library only. Which alerts block is decided in ``core/gates.py``.
+Through ansible-core's ``open_url`` (proxies, certificates). Which alerts block is decided in ``core/gates.py``.
 """
 
 from __future__ import annotations
 
 import json
-import ssl
 import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
+from ansible.module_utils.urls import open_url
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 
 
@@ -32,18 +31,14 @@ def check_url(url: str) -> str:
 def alerts(url: str, timeout: float = 10.0, validate_certs: bool = True) -> list[dict[str, Any]]:
     """The alerts Prometheus has (pending and firing), as its API lists them."""
     endpoint = check_url(url) + "/api/v1/alerts"
-    context = None
-    if endpoint.startswith("https://") and not validate_certs:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    request = urllib.request.Request(endpoint, headers={"Accept": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
-            body = answer.read()
+        answer = open_url(
+            endpoint, headers={"Accept": "application/json"}, timeout=timeout, validate_certs=validate_certs
+        )
+        body = answer.read()
     except urllib.error.HTTPError as exc:
         raise PrometheusError(f"Prometheus at {url} answered {exc.code} {exc.reason} to {endpoint}") from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # refused, timeouts, TLS, a bad address
         reason = getattr(exc, "reason", exc)
         raise PrometheusError(f"Prometheus at {url} did not answer ({reason})") from None
     try:
