@@ -13,7 +13,7 @@ import urllib.parse
 from typing import Any
 
 from ansible.module_utils.urls import open_url
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 
 
 class PrometheusError(NodeopsError):

@@ -203,7 +203,7 @@ diff:
         spec: {maxParallelOperations: 1}
 """
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.apply import (
     Applier,
     ApplyError,

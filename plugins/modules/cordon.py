@@ -125,14 +125,14 @@ diff:
     after: {gpu-07: {unschedulable: true}}
 """
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.cordon import (
     CORDONED,
     UNCORDONED,
     cordoned_by,
     missing_names,
     plan_cordon,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.cordon import set_state
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound

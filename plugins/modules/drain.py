@@ -261,8 +261,8 @@ diff:
     after: {unschedulable: true}
 """
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.drain import parse_eviction_filters
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.drain import parse_eviction_filters
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain import (
     DrainError,
     DrainOptions,

@@ -326,14 +326,14 @@ source:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import (
     NODE_NOT_FOUND,
     SchedulerConfig,
     parse_nodes,
     parse_requests,
     simulate_rollout,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
     MAINTENANCE_CONFIGS,

@@ -215,7 +215,7 @@ passes:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     PassReport,
     ReconcileOptions,

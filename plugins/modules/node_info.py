@@ -122,8 +122,8 @@ import threading
 import time
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.nodes import node_ready
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.nodes import node_ready
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 

@@ -285,8 +285,8 @@ waiting:
 from datetime import datetime, timezone
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import parse_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
     RemediationManager,

@@ -499,9 +499,8 @@ lines:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.gates import POD_SCOPES, compile_alert_filter
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
     INTERRUPTED_POLICIES,
     PENDING,
     RollingError,
@@ -513,7 +512,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling i
     record_name,
     sort_outcomes,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.window import parse_window
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import parse_window
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
 )

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import FINALIZER
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import FINALIZER
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     PassReport,
     ReconcileOptions,

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import safe_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.safetime import safe_time
 from cluster import kwok
 from integration.test_node_health import NHC_GROUP, SNR_GROUP, VERSION, crds, nhc_body, template, token_auth
 from kubernetes import client as k8s

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import STATE_KEY, record_name
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import STATE_KEY, record_name
 from cluster import kwok
 from cluster.launcher import OPERATOR
 from integration.test_maintenance_acceptance import api_client

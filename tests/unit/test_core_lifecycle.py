@@ -1,17 +1,17 @@
-"""The NodeMaintenance lifecycle (core/lifecycle.py): every transition of the NVIDIA operator's states."""
+"""The NodeMaintenance lifecycle (core/maintenance/lifecycle.py): every transition of the NVIDIA operator's states."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.cordon import (
     CORDONED_BY_ANNOTATION,
     ENGINE_FIELD_MANAGER,
     cordoned_by,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import (
     FINALIZER,
     INITIAL_UNSCHEDULABLE_ANNOTATION,
 )

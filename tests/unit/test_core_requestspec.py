@@ -1,11 +1,12 @@
-"""What a request asks for (core/requestspec.py): compared by meaning, and as the NVIDIA operator stores it."""
+"""What a request asks for (core/maintenance/requestspec.py): compared by meaning, and as the NVIDIA operator
+stores it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import requestspec as rs
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import requestspec as rs
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import drain_options
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
     REQUEST_ARGUMENT_SPEC,

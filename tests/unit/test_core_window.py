@@ -1,4 +1,4 @@
-"""core/window.py: parsing, is_open, next_open and closes_at, with examples around daylight-saving changes and
+"""core/maintenance/window.py: parsing, is_open, next_open and closes_at, with examples around daylight-saving changes and
 properties over random windows, zones and instants."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.window import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import (
     DAYS,
     Window,
     WindowError,
     parse_window,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import CONFIGMAPS, NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 from ansible_collections.nodeops.maintenance.plugins.modules import rolling_maintenance

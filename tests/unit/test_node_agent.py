@@ -697,7 +697,7 @@ def test_the_role_ships_every_core_file_the_agent_imports() -> None:
     import yaml
 
     root = Path(__file__).resolve().parents[2]
-    core = root / "plugins" / "module_utils" / "core"
+    core = root / "plugins" / "module_utils" / "core" / "node"
     shipped = set(
         yaml.safe_load((root / "roles" / "node_agent" / "vars" / "main.yml").read_text())["node_agent_core_files"]
     )

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import gates as gatecore
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.window import parse_window
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import parse_window
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import ReconcileOptions
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
     GateOptions,

@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The drain engine: the I/O around ``core/drain.py``.
+"""The drain engine: the I/O around ``core/maintenance/drain.py``.
 
 Two entry points:
 
@@ -33,10 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import drain as core
-from ..core.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
-from ..core.errors import NodeopsError
-from ..core.scheduler import parse_requests
+from ..core.maintenance import drain as core
+from ..core.maintenance.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
+from ..core.maintenance.scheduler import parse_requests
+from ..core.node.errors import NodeopsError
 from ..k8s.client import DAEMONSETS, NODE_MAINTENANCES, NODES, PDBS, PODS, Client, Watch
 from ..k8s.errors import OBJECT_GONE, Conflict, K8sError, MissingResourceType, NotFound, TooManyRequests
 from .cordon import set_state, undo_own_cordon

@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One NodeHealthCheck pass against the cluster: read, evaluate (core/health.py), write, report.
+"""One NodeHealthCheck pass against the cluster: read, evaluate (core/remediation/health.py), write, report.
 
 Reads the NodeHealthCheck, every Node, the remediation objects it owns and the NodeMaintenances;
 creates the remediation objects for the nodes to remediate (from the template, owned by the
@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from ..core import nodelease
-from ..core.errors import NodeopsError
-from ..core.health import (
+from ..core.maintenance.scheduler import parse_requests
+from ..core.node.errors import NodeopsError
+from ..core.remediation import nodelease
+from ..core.remediation.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
     CONTROL_PLANE_CR_LABEL,
     HEALTHY_DELAY_ANNOTATION,
@@ -46,7 +47,6 @@ from ..core.health import (
     format_time,
     remediation_node,
 )
-from ..core.scheduler import parse_requests
 from ..k8s.client import (
     LEASES,
     NAMESPACES,

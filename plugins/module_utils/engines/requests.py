@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import lifecycle as lc
-from ..core import requestspec
-from ..core.errors import NodeopsError
+from ..core.maintenance import lifecycle as lc
+from ..core.maintenance import requestspec
+from ..core.node.errors import NodeopsError
 from ..k8s.client import EVENTS, NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, K8sError, NotFound, UIDMismatch
 from .maintenance import PassReport, Reconciler, summary

@@ -3,7 +3,7 @@
 """The I/O of a rolling maintenance run: its record in a ConfigMap, requests, waves and releases.
 
 The steps (``start``, ``next_wave``, ``finish``, ``summary``) are what ``rolling_maintenance.yml`` calls
-between its own tasks; the rules are the pure ``core/rolling.py``. The record is written with
+between its own tasks; the rules are the pure ``core/maintenance/rolling.py``. The record is written with
 conditional updates before anything that depends on it happens, so a run killed at any moment is picked
 up by the next one: nodes are requested again when their request is missing, a wave is recorded before its
 maintenance tasks start, and a node is released only after its outcome is recorded.
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import gates as gatecore
-from ..core import lifecycle as lc
-from ..core import rolling as core
-from ..core.nodes import node_ready
-from ..core.window import Window
+from ..core.maintenance import lifecycle as lc
+from ..core.maintenance import rolling as core
+from ..core.maintenance.window import Window
+from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, NotFound
 from ..prometheus import PrometheusError

@@ -3,7 +3,7 @@
 """nodeops node agent: feeds the watchdog while the node is healthy, fences it when it is not.
 
 Runs on the node's system Python 3 (3.9 or newer) with the standard library only; the decisions and
-the safe-time arithmetic come from the collection's pure core (``plugins/module_utils/core``), which
+the safe-time arithmetic come from the collection's pure core (``plugins/module_utils/core/node``), which
 the role installs next to this file as the package ``nodeops_core``. Run from a checkout of the
 collection, the core is found there. Semantics of medik8s Self Node Remediation's agent: an API check
 every apiCheckInterval; after maxApiErrorThreshold failures the peers are asked over HTTPS with mutual
@@ -72,7 +72,7 @@ def load_core(directory: str | None = None) -> dict[str, ModuleType]:
     candidates = [directory] if directory else []
     candidates += [
         os.path.join(here, "nodeops_core"),
-        os.path.join(here, "..", "..", "..", "plugins", "module_utils", "core"),
+        os.path.join(here, "..", "..", "..", "plugins", "module_utils", "core", "node"),
     ]
     for path in candidates:
         init = os.path.join(path, "__init__.py")

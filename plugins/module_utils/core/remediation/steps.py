@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..node.nodes import node_ready
+from ..node.safetime import watchdog_text_unusable
 from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, format_time, parse_time
-from .nodes import node_ready
-from .safetime import watchdog_text_unusable
 from .strategy import OUT_OF_SERVICE_TAINT, RESOURCE_DELETION
 
 FINALIZER = "self-node-remediation.medik8s.io/snr-finalizer"
@@ -234,7 +234,7 @@ def plan_step(
 ) -> Step:
     """The next step for ``snr`` (a SelfNodeRemediation) on ``node`` (None when it does not exist).
 
-    ``safe_seconds``: the effective safe time (core/safetime.py); ``strategy``: the resolved one
+    ``safe_seconds``: the effective safe time (core/node/safetime.py); ``strategy``: the resolved one
     (ResourceDeletion or OutOfServiceTaint); ``pods``: the pods bound to the node; ``attachments``:
     the VolumeAttachments whose ``spec.nodeName`` is the node.
     """

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import NodeopsError
+from ..node.errors import NodeopsError
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # index = date.weekday()
 _FULL = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")

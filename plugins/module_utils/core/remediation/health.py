@@ -35,16 +35,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import nodelease, rfc3339
-from . import nodes as _nodes
-from .duration import MAX_SECONDS, DurationError, parse_duration
-from .errors import NodeopsError
-from .intorpercent import IntOrPercentError, parse, scaled
-from .labelselector import SelectorError, matches, validate
-from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
+from ..intorpercent import IntOrPercentError, parse, scaled
+from ..labelselector import SelectorError, matches, validate
+from ..node import nodes as _nodes
+from ..node import rfc3339
+from ..node.duration import MAX_SECONDS, DurationError, parse_duration
+from ..node.errors import NodeopsError
+from ..node.nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
+from . import nodelease
 
 EXCLUDE_LABEL = "remediation.medik8s.io/exclude-from-remediation"
-# defined in core/nodes.py, shared with the node agent; kept here for the modules that import them from health
+# defined in core/node/nodes.py, shared with the node agent; kept here for the modules that import them from health
 NODE_NAME_ANNOTATION = _nodes.NODE_NAME_ANNOTATION
 CONTROL_PLANE_LABELS = _nodes.CONTROL_PLANE_LABELS
 TEMPLATE_NAME_ANNOTATION = "remediation.medik8s.io/template-name"
@@ -648,8 +649,8 @@ def evaluate(
 ) -> Evaluation:
     """One evaluation pass of a NodeHealthCheck ``spec``; see the module docstring for the rules.
     ``status_conditions``: the NodeHealthCheck's ``status.conditions`` as read (the storm state, see storm_step).
-    ``node_leases``: the node Leases by node (see core/nodelease.py), taken, kept and given up as ``holder``;
-    None leaves node Leases out of the evaluation.
+    ``node_leases``: the node Leases by node (see core/remediation/nodelease.py), taken, kept and given up as
+    ``holder``;    None leaves node Leases out of the evaluation.
 
     Raises HealthSpecError naming the field for a spec the API server would refuse.
     """
