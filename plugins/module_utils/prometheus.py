@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one HTTP call to Prometheus: its active alerts (``GET /api/v1/alerts``), for the alert gate of a rolling run.
 
-Through ansible-core's ``open_url`` (proxies, certificates). Which alerts block is decided in ``core/gates.py``.
+Through ansible-core's ``open_url`` (proxies, certificates). Which alerts block is decided in
+``core/maintenance/gates.py``.
 """
 
 from __future__ import annotations

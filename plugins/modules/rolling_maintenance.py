@@ -499,7 +499,10 @@ lines:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.gates import POD_SCOPES, compile_alert_filter
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.gates import (
+    POD_SCOPES,
+    compile_alert_filter,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
     INTERRUPTED_POLICIES,
     PENDING,

@@ -1,5 +1,5 @@
-"""core/maintenance/window.py: parsing, is_open, next_open and closes_at, with examples around daylight-saving changes and
-properties over random windows, zones and instants."""
+"""core/maintenance/window.py: parsing, is_open, next_open and closes_at, with examples around daylight-saving
+changes and properties over random windows, zones and instants."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Maintenance windows and gates of a rolling run: engines/rolling.py against the in-memory API (its clock is the
-run's clock, so the end of a window is a fake clock moving on), and the pure gate rules of core/gates.py."""
+run's clock, so the end of a window is a fake clock moving on), and the pure gate rules of core/maintenance/gates.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import gates as gatecore
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import gates as gatecore
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import parse_window
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import ReconcileOptions
@@ -284,7 +284,7 @@ def test_a_failed_user_check_stops_at_once(api: GateApi) -> None:
     assert "after" not in result["stopped"]["message"]
 
 
-# ============================================================================== core/gates.py
+# ============================================================================== core/maintenance/gates.py
 def test_blocking_pods_rules() -> None:
     pods = [
         pod("a", "n1", {}),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import gates as gatecore
+from ..core.maintenance import gates as gatecore
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import rolling as core
 from ..core.maintenance.window import Window

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .node.errors import NodeopsError
+from ..node.errors import NodeopsError
 
 POD_SCOPES = ("wave", "cluster")
 FINISHED_POD_PHASES = frozenset(("Succeeded", "Failed"))
