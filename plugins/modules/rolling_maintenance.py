@@ -27,6 +27,29 @@ description:
     is Ready in Kubernetes again (its request is deleted and the node uncordoned); a node that failed, or did not
     come back, gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)).
   - O(step=summary) returns the record as a table.
+  - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
+    the settings of O(window) and O(gates); it reads nothing in the cluster.
+  - B(Maintenance window.) With O(window), a wave starts only inside it. O(step=start) outside the window changes
+    nothing (no record, no request) and returns RV(stopped) with the time the window opens. O(step=next_wave)
+    checks the window before anything that could schedule, and before each of its reconcile passes; outside the
+    window it takes no wave, gives back the requests of the run's nodes still waiting for their wave (a node the
+    scheduler already cordoned or drained for this run is uncordoned; the node stays V(pending) in the record), and
+    returns RV(stopped). A wave in progress when the window closes is finished and released normally by
+    O(step=finish); no new wave follows. The same command later goes on where the run stopped.
+  - B(Gates.) With O(gates), O(step=next_wave) checks, before the next wave's nodes can be cordoned, for pods that
+    match O(gates.pod_selector) (on the nodes the next wave may take, or anywhere), alerts firing in Prometheus
+    (O(gates.prometheus_url)) whose name matches O(gates.alert_filter), and the outcome of the playbook's own gate
+    tasks (O(gates.check_failure)). While something blocks, it checks again every O(gate_interval) seconds, up to
+    O(gate_timeout); then it stops as outside the window, returning RV(stopped) with what blocks. Prometheus out of
+    reach, or answering with an error, blocks (fail-safe). Nothing new is cordoned while a gate blocks.
+  - With a window or gates and O(engine=builtin), the reconcile passes of O(step=start) and O(step=finish) (the
+    releases) schedule no new request; only O(step=next_wave) does, after the checks.
+  - With O(engine=operator) the NVIDIA Maintenance Operator cordons and drains requested nodes by itself, whenever
+    its limits allow; the run can only decide when it requests nodes and when it hands them to the maintenance.
+    Outside the window O(step=start) requests nothing, and a stop (window or gate) takes the run's requests back;
+    but between the window's end (or a gate starting to block) and the next O(step=next_wave), which comes only
+    after the wave in progress, the operator may prepare further nodes of the run, within its
+    C(maxParallelOperations) and C(maxUnavailable). They are uncordoned at the stop, not maintained.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.request_options
@@ -37,7 +60,10 @@ attributes:
     support: partial
     details:
       - O(step=start) reports what it would request and how it would treat interrupted nodes, and writes nothing.
-      - O(step=next_wave) returns no wave; it reports a change when it would take one.
+      - O(step=next_wave) returns no wave; it reports a change when it would take one. It checks the window and the
+        gates once (reads only, no waiting) and returns RV(window) and RV(blocked); no change while either holds
+        the wave.
+      - O(step=start) outside the window reports RV(stopped) and no change.
       - O(step=finish) checks its input and reports the outcome it would record, as if every node in O(succeeded)
         came back Ready; it reports a change when the current wave has nodes. O(step=summary) reads only.
   diff_mode:
@@ -46,7 +72,7 @@ options:
   step:
     description: Which step of the run to take.
     type: str
-    choices: [start, next_wave, finish, summary]
+    choices: [start, next_wave, finish, summary, window]
     required: true
   run_id:
     description:
@@ -146,6 +172,82 @@ options:
     description: Requests moved in parallel within a reconcile pass (O(engine=builtin)).
     type: int
     default: 16
+  window:
+    description:
+      - The maintenance window; without it (or with none of its options set) a wave may start at any time.
+      - Each day in O(window.days) opens the window at O(window.start) for until O(window.end), wall-clock times in
+        O(window.time_zone). An end not after the start runs over midnight into the next day (V(22:00) to V(04:00));
+        the same start and end make a whole day.
+      - On the night a daylight-saving change skips a start or end time, it is read as that much time after the
+        change (V(02:30) as V(03:30)); a time the change repeats is its first occurrence.
+    type: dict
+    suboptions:
+      days:
+        description:
+          - The days on which the window opens, V(mon) to V(sun) (or the full names, any case). None means every day.
+        type: list
+        elements: str
+        default: []
+      start:
+        description: When the window opens, V(HH:MM) from V(00:00) to V(23:59). Without O(window.start) and
+          O(window.end), the whole day.
+        type: str
+      end:
+        description: When the window closes (the end itself is outside), V(HH:MM).
+        type: str
+      time_zone:
+        description: The IANA time zone of the times and days, e.g. V(Europe/Berlin).
+        type: str
+        default: UTC
+  gates:
+    description:
+      - Checks before each wave (O(step=next_wave)); each one given must let the wave through. See O(gate_timeout).
+    type: dict
+    suboptions:
+      pod_selector:
+        description:
+          - A label selector for pods (in every namespace) that block the next wave while they run (any phase but
+            C(Succeeded) and C(Failed)).
+        type: str
+      pod_scope:
+        description:
+          - V(wave) counts only pods on the nodes the next wave may take (the run's nodes the scheduler already
+            admitted, those its next pass would admit, and those without a request); V(cluster) counts pods
+            anywhere.
+        type: str
+        choices: [wave, cluster]
+        default: wave
+      prometheus_url:
+        description:
+          - The base URL of Prometheus (C(http://prometheus.monitoring:9090)); its firing alerts whose name matches
+            O(gates.alert_filter) block. Prometheus out of reach blocks too.
+        type: str
+      alert_filter:
+        description: A regular expression the whole alert name must match for the alert to block.
+        type: str
+        default: .*
+      pending_alerts:
+        description: Whether pending alerts (not firing yet) block too.
+        type: bool
+        default: false
+      validate_certs:
+        description: Whether to check the certificate of an https Prometheus URL.
+        type: bool
+        default: true
+      check_failure:
+        description:
+          - The message of the playbook's own gate tasks when they failed (the playbook runs them, and retries them
+            up to its gate timeout, before this step). When set, the run stops without a wave at once.
+        type: str
+  gate_timeout:
+    description:
+      - How long O(step=next_wave) checks a blocked gate again before the run stops (RV(stopped)), in seconds.
+    type: float
+    default: 3600
+  gate_interval:
+    description: Seconds between two checks of a blocked gate.
+    type: float
+    default: 30
 notes:
   - The run's record is a ConfigMap; the identity running the playbook needs to get, create and update ConfigMaps
     in O(config_namespace), besides what M(nodeops.maintenance.node_maintenance) needs.
@@ -169,6 +271,24 @@ EXAMPLES = r"""
     run_id: CHG-1234
     requestor: upgrades.example.com
   register: wave
+
+- name: Wait for the next wave, Saturday and Sunday nights only, and not while storage alerts fire
+  nodeops.maintenance.rolling_maintenance:
+    step: next_wave
+    run_id: CHG-1234
+    requestor: upgrades.example.com
+    window: {days: [sat, sun], start: "22:00", end: "05:00", time_zone: Europe/Berlin}
+    gates:
+      prometheus_url: http://prometheus.monitoring:9090
+      alert_filter: "Ceph.*|Disk.*"
+      pod_selector: maintenance.example.com/do-not-disturb=true
+    gate_timeout: 1800
+  register: wave
+
+- name: Say why no wave started
+  ansible.builtin.debug:
+    msg: "{{ wave.stopped.message }}"
+  when: wave.stopped is defined
 
 - name: Report how the wave went
   nodeops.maintenance.rolling_maintenance:
@@ -298,6 +418,59 @@ finished:
     abort:
       description: Whether more than O(max_fail_percentage) of the nodes failed.
       type: bool
+stopped:
+  description:
+    - Why the run stopped without a new wave, when the window is closed or a gate blocks. Run the same command
+      again to go on.
+  returned: when O(step=start), O(step=next_wave) or O(then_next_wave) stopped the run
+  type: dict
+  contains:
+    reason:
+      description: V(window) or V(gate).
+      type: str
+    message:
+      description: What stopped the run and what to do.
+      type: str
+    opens_at:
+      description: With V(window), when the window opens next (in its time zone).
+      type: str
+    blockers:
+      description:
+        - With V(gate), what blocks, each with C(gate) (V(pods), V(alerts), V(tasks)) and C(message); pods with
+          C(namespace), C(name), C(node) and C(phase), alerts with C(alertname), C(state) and C(labels).
+      type: list
+      elements: dict
+  sample:
+    reason: gate
+    message: "The next wave is blocked (still after 1800s): pod ml/trainer-0 on gpu-07. ..."
+    blockers: [{gate: pods, message: pod ml/trainer-0 on gpu-07, namespace: ml, name: trainer-0, node: gpu-07}]
+withdrawn:
+  description: When the run stopped, the nodes whose requests it gave back (they stay pending).
+  returned: when the run stopped in O(step=next_wave)
+  type: list
+  elements: str
+window:
+  description: With O(window), whether it is open now, when it opens next and when it closes.
+  returned: with O(window), when O(step=window), or when the window stopped the run
+  type: dict
+  sample: {open: false, window: "sat,sun 22:00-05:00 Europe/Berlin", opens_at: "2026-12-05T22:00+01:00 (Europe/Berlin)",
+           opens_in: 52200.0, closes_at: null}
+open:
+  description: With O(step=window), whether a wave may start now (always true without a window).
+  returned: O(step=window)
+  type: bool
+gates:
+  description:
+    - With O(step=next_wave) and O(gates), what the gates did before the wave (how many checks, how long they
+      waited, and what blocked meanwhile).
+  returned: when a wave was taken
+  type: dict
+  sample: {checks: 3, waited: 60.2, blocked_by: ["alert CephHealthWarning (firing): severity=warning"]}
+blocked:
+  description: In check mode, O(step=next_wave), what blocks the next wave now.
+  returned: check mode
+  type: list
+  elements: dict
 lines:
   description: With O(step=summary), the summary as a table, one string a line.
   returned: success and O(step=summary)
@@ -307,6 +480,10 @@ lines:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.gates import (
+    POD_SCOPES,
+    compile_alert_filter,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
     INTERRUPTED_POLICIES,
     PENDING,
@@ -320,6 +497,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
     record_name,
     sort_outcomes,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import parse_window
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
@@ -330,6 +508,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     nm_spec,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
+    GateOptions,
     Rolling,
     RunOptions,
     finish_changed,
@@ -337,11 +516,12 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rollin
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.module_utils.prometheus import check_url
 from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_options import reconcile_options
 from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import request_options
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "step": {"type": "str", "required": True, "choices": ["start", "next_wave", "finish", "summary"]},
+    "step": {"type": "str", "required": True, "choices": ["start", "next_wave", "finish", "summary", "window"]},
     "run_id": {"type": "str", "required": True},
     "node_names": {"type": "list", "elements": "str", "default": []},
     "node_selector": {"type": "str"},
@@ -362,9 +542,41 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "max_fail_percentage": {"type": "float", "default": 0},
     "poll_interval": {"type": "float", "default": 0.5},
     "workers": {"type": "int", "default": 16},
+    "window": {
+        "type": "dict",
+        "options": {
+            "days": {"type": "list", "elements": "str", "default": []},
+            "start": {"type": "str"},
+            "end": {"type": "str"},
+            "time_zone": {"type": "str", "default": "UTC"},
+        },
+    },
+    "gates": {
+        "type": "dict",
+        "options": {
+            "pod_selector": {"type": "str"},
+            "pod_scope": {"type": "str", "choices": list(POD_SCOPES), "default": "wave"},
+            "prometheus_url": {"type": "str"},
+            "alert_filter": {"type": "str", "default": ".*"},
+            "pending_alerts": {"type": "bool", "default": False},
+            "validate_certs": {"type": "bool", "default": True},
+            "check_failure": {"type": "str"},
+        },
+    },
+    "gate_timeout": {"type": "float", "default": 3600},
+    "gate_interval": {"type": "float", "default": 30},
 }
 
-POSITIVE = ("gather_seconds", "wave_timeout", "node_ready_timeout", "release_timeout", "poll_interval", "step_timeout")
+POSITIVE = (
+    "gather_seconds",
+    "wave_timeout",
+    "node_ready_timeout",
+    "release_timeout",
+    "poll_interval",
+    "step_timeout",
+    "gate_timeout",
+    "gate_interval",
+)
 
 
 def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
@@ -387,6 +599,8 @@ def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
         workers=p["workers"],
     )
     spec, overrides = for_engine(nm_spec(p), p["engine"])
+    window_p = p["window"] or {}
+    window = parse_window(window_p.get("days"), window_p.get("start"), window_p.get("end"), window_p.get("time_zone"))
     options = RunOptions(
         run_id=p["run_id"],
         requestor=p["requestor"],
@@ -403,8 +617,30 @@ def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
         release_timeout=p["release_timeout"],
         release_failed=p["release_failed"],
         max_fail_percentage=p["max_fail_percentage"],
+        window=window,
+        gates=gate_options(p),
     )
     return options, overrides
+
+
+def gate_options(p: dict[str, Any]) -> GateOptions | None:
+    """The gates, checked (ValueError says what is wrong); None without any."""
+    g = p["gates"] or {}
+    options = GateOptions(
+        pod_selector=(g.get("pod_selector") or "").strip(),
+        pod_scope=g.get("pod_scope") or "wave",
+        prometheus_url=(g.get("prometheus_url") or "").strip(),
+        alert_filter=g.get("alert_filter") or ".*",
+        pending_alerts=bool(g.get("pending_alerts")),
+        validate_certs=g.get("validate_certs") is not False,
+        check_failure=(g.get("check_failure") or "").strip(),
+        timeout=p["gate_timeout"],
+        interval=p["gate_interval"],
+    )
+    if options.prometheus_url:
+        check_url(options.prometheus_url)
+    compile_alert_filter(options.alert_filter)
+    return options if options.active else None
 
 
 def targets(module: K8sModule) -> list[str]:
@@ -433,7 +669,7 @@ def next_wave_check(rolling: Rolling, run: RunRecord) -> dict[str, Any]:
     take one (some nodes are pending and the failures are within O(max_fail_percentage))."""
     abort = fail_budget(run, rolling.options.max_fail_percentage).exceeded
     pending = run.in_state(PENDING)
-    return {
+    result: dict[str, Any] = {
         "changed": bool(pending) and not abort,
         "wave": None,
         "nodes": [],
@@ -441,6 +677,13 @@ def next_wave_check(rolling: Rolling, run: RunRecord) -> dict[str, Any]:
         "abort": abort,
         **rolling.status(run),
     }
+    if pending and not abort:
+        window = rolling.window_state()
+        blockers = [b.as_dict() for b in rolling.blockers(pending)] if window is None or window["open"] else []
+        result.update(window=window, blocked=blockers)
+        if (window is not None and not window["open"]) or blockers:
+            result["changed"] = False
+    return result
 
 
 def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
@@ -452,6 +695,9 @@ def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
         nodes = targets(module)
         rolling.requests.check_mode = True
         rolling.requests.check_nodes(nodes)
+        window = rolling.window_state()
+        if window is not None and not window["open"]:
+            return {"changed": False, "window": window, "stopped": rolling.window_stop(window), "pending": []}
         plan = plan_start(run, nodes, rolling.clock(), p["interrupted"], p["retry_failed"])
         try:
             check_capacity(run)
@@ -509,6 +755,9 @@ def main() -> None:
         for sentence in overrides:
             module.warn(sentence)
     rolling: Rolling | None = None
+    if step == "window":  # reads nothing in the cluster
+        window = Rolling(None, options).window_state()  # type: ignore[arg-type]
+        module.exit_json(changed=False, window=window, open=window is None or window["open"])
     try:
         rolling = Rolling(module.client, options)
         if module.check_mode:

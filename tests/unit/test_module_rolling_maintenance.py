@@ -178,3 +178,78 @@ def test_check_mode_summary_reads_only(api: Api, capsys: pytest.CaptureFixture[s
     first_wave(api, "n0")
     result = checked(api, capsys, step="summary")
     assert result["changed"] is False and [r["node"] for r in result["nodes"]] == ["n0"]
+
+
+# ============================================================================== window and gates
+CLOSED = {"start": "10:00", "end": "11:00", "time_zone": "UTC"}  # the fake API's clock is 08:00 UTC
+OPEN = {"start": "08:00", "end": "09:00", "time_zone": "UTC"}
+
+
+@pytest.fixture
+def clocked(api: Api, monkeypatch: pytest.MonkeyPatch) -> Api:
+    """The module's runs on the fake API's clock."""
+    real = rolling_maintenance.Rolling
+
+    def on_fake_clock(client: Any, options: Any) -> Any:
+        return real(client, options, clock=api.clock, monotonic=api.clock)
+
+    monkeypatch.setattr(rolling_maintenance, "Rolling", on_fake_clock)
+    return api
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        (
+            {"window": {"days": ["mon", "funday"], "start": "01:00", "end": "02:00"}},
+            "'funday' is not a day of the week",
+        ),
+        ({"window": {"start": "25:00", "end": "02:00"}}, "window start '25:00' is not a time of day"),
+        ({"window": {"start": "01:00", "end": "02:00", "time_zone": "Europe/Nowhere"}}, "'Europe/Nowhere' is not in"),
+        ({"window": {"start": "01:00"}}, "give both the window's start and end"),
+        ({"gates": {"prometheus_url": "prometheus:9090"}}, "is not an http:// or https:// URL"),
+        ({"gates": {"prometheus_url": "http://p:9090", "alert_filter": "Node("}}, "not a regular expression"),
+        ({"gate_timeout": 0}, "gate_timeout must be more than 0"),
+    ],
+)
+@pytest.mark.parametrize("step", ["start", "next_wave"])
+def test_bad_window_or_gate_settings_fail_and_change_nothing(
+    api: Api, capsys: pytest.CaptureFixture[str], params: dict[str, Any], says: str, step: str
+) -> None:
+    before, writes = copy.deepcopy(api.objects), api.write_count
+    result = run_module(capsys, False, fails=True, step=step, nodes=["n0"], **params)
+    assert says in result["msg"]
+    assert api.write_count == writes and api.objects == before
+
+
+def test_start_outside_the_window_changes_nothing_in_check_mode_or_not(
+    clocked: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = clocked
+    checked_result = checked(api, capsys, step="start", nodes=["n0"], window=CLOSED)
+    assert checked_result["changed"] is False and checked_result["stopped"]["reason"] == "window"
+    before, writes = copy.deepcopy(api.objects), api.write_count
+    result = run_module(capsys, False, step="start", nodes=["n0"], window=CLOSED)
+    assert result["changed"] is False and "opens at 2027-01-15T10:00+00:00 (UTC)" in result["stopped"]["message"]
+    assert api.write_count == writes and api.objects == before
+
+
+def test_the_window_step_reads_nothing(clocked: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    api = clocked
+    result = checked(api, capsys, step="window", window=CLOSED)
+    assert result["open"] is False and result["window"]["opens_in"] == 7200.0
+    assert run_module(capsys, False, step="window", window=OPEN)["open"] is True
+    assert run_module(capsys, False, step="window")["open"] is True  # no window: always
+    assert api.lists == 0
+
+
+def test_check_mode_next_wave_outside_the_window_or_blocked_would_not_change(
+    clocked: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = clocked
+    started(api, "n0")
+    closed = checked(api, capsys, step="next_wave", window=CLOSED)
+    assert closed["changed"] is False and closed["window"]["open"] is False
+    blocked = checked(api, capsys, step="next_wave", gates={"check_failure": "ceph is HEALTH_WARN"})
+    assert blocked["changed"] is False and blocked["blocked"][0]["gate"] == "tasks"
+    assert checked(api, capsys, step="next_wave", window=OPEN)["changed"] is True

@@ -33,6 +33,8 @@ PLAYBOOK_FILES: dict[str, list[str]] = {
         "rolling/wave.yml",
         "rolling/wave_tasks.yml",
         "tasks/rolling_node.yml",
+        "tasks/rolling_gate.yml",
+        "tasks/rolling_gate_check.yml",
         "maintenance/ssh_reboot.yml",
         "maintenance/simulated_reboot.yml",
     ],

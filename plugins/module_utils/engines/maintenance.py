@@ -188,6 +188,9 @@ class Reconciler:
         self._lock = threading.Lock()
         self._report = PassReport()
         self._warned: set[str] = set()
+        # False: passes move the requests already in progress (and release) but schedule no new one, e.g. while
+        # a rolling run is outside its maintenance window or a gate blocks its next wave
+        self.schedule_new = True
 
     # -- reading -------------------------------------------------------------------------------
     def read_config(self) -> tuple[SchedulerConfig, float]:
@@ -263,7 +266,7 @@ class Reconciler:
         except SchedulerInputError as exc:
             raise ReconcileError(str(exc)) from exc
         report.plan = plan.as_dict()
-        chosen = {r.key for r in plan.scheduled}
+        chosen = {r.key for r in plan.scheduled} if self.schedule_new else set()
         decisions = {d.request.key: d for d in plan.decisions}
         now = self.clock()
         if check_mode:

@@ -17,17 +17,43 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.maintenance import gates as gatecore
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import rolling as core
+from ..core.maintenance.window import Window
 from ..core.node.conditions import find as find_condition
 from ..core.node.conditions import set_condition
 from ..core.node.nodes import node_ready
-from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, Client
+from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, NotFound
-from .maintenance import ReconcileOptions, Reconciler
-from .requests import UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone
+from ..prometheus import PrometheusError
+from ..prometheus import alerts as prometheus_alerts
+from .maintenance import ReconcileOptions, Reconciler, key_of
+from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone
 
 FAILED_REASON = "FailedMaintenance"
+STOP_WINDOW = "window"
+STOP_GATE = "gate"
+
+
+@dataclass
+class GateOptions:
+    """The gates checked before each wave (see docs/windows-and-gates.md)."""
+
+    pod_selector: str = ""  # pods with these labels block
+    pod_scope: str = "wave"  # wave: only on the next wave's candidate nodes; cluster: anywhere
+    prometheus_url: str = ""  # firing alerts there block
+    alert_filter: str = ".*"  # alert names that block (whole-name regular expression)
+    pending_alerts: bool = False  # pending alerts block too
+    validate_certs: bool = True
+    check_failure: str = ""  # the user's gate tasks failed with this message (the playbook ran them)
+    timeout: float = 3600.0  # how long a blocked gate is checked again before the run stops
+    interval: float = 30.0  # between two checks while blocked
+    prometheus_timeout: float = 10.0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.pod_selector or self.prometheus_url or self.check_failure)
 
 
 @dataclass
@@ -47,6 +73,13 @@ class RunOptions:
     release_timeout: float = 300.0
     release_failed: bool = False
     max_fail_percentage: float = 0.0
+    window: Window | None = None  # waves start only inside it
+    gates: GateOptions | None = None
+
+    @property
+    def holds(self) -> bool:
+        """Whether something may hold the next wave back: then only next_wave's passes schedule new requests."""
+        return self.window is not None or (self.gates is not None and self.gates.active)
 
 
 class Rolling:
@@ -56,11 +89,13 @@ class Rolling:
         options: RunOptions,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        fetch_alerts: Callable[..., list[dict[str, Any]]] = prometheus_alerts,
     ) -> None:
         self.client = client
         self.options = options
         self.clock = clock
         self.monotonic = monotonic
+        self.fetch_alerts = fetch_alerts
         self.name = core.record_name(options.run_id)
         prefix = options.name_prefix or options.requestor
         self.requests = Requests(client, RequestSpec(options.requestor, options.namespace, prefix, options.spec))
@@ -69,6 +104,10 @@ class Rolling:
             if options.engine == "builtin"
             else None
         )
+        if self.reconciler is not None and options.holds:
+            # the passes of start and finish (releases) schedule nothing new: the window and the gates are
+            # checked by next_wave before its own passes schedule
+            self.reconciler.schedule_new = False
         self._configmap: dict[str, Any] | None = None
         self._waiter = threading.Event()
 
@@ -154,6 +193,23 @@ class Rolling:
         if not targets:
             raise RequestError("No target nodes: give nodes, a node selector that matches some, or a non-empty group.")
         self.requests.check_nodes(targets)
+        gates = self.options.gates
+        if gates is not None and gates.pod_selector:  # a selector the API server refuses fails here, not later
+            self.client.list(PODS, label_selector=gates.pod_selector)
+        window = self.window_state()
+        if window is not None and not window["open"]:  # changes nothing: no record, no request
+            return {
+                "changed": False,
+                "requested": [],
+                "added": [],
+                "interrupted": [],
+                "requeued": [],
+                "released": [],
+                "pending": [],
+                "finished": [],
+                "window": window,
+                "stopped": self.window_stop(window),
+            }
         run = self.load()
         plan = core.plan_start(run, targets, self.clock(), interrupted, retry_failed)
         try:
@@ -195,13 +251,21 @@ class Rolling:
         pending = run.in_state(core.PENDING)
         if not pending:
             return {"changed": False, "wave": None, "nodes": [], "done": True, "abort": False, **self.status(run)}
+        stop, gate_report = self._hold(run, pending)
+        if stop is not None:
+            return stop
         deadline = self.monotonic() + opts.wave_timeout
         phases, _objects = self._phases(pending)
         missing = [n for n in pending if phases[n] is None]
         if missing:  # killed before its request was made, or the request was deleted under us
             self.requests.present(missing)
+        if self.reconciler is not None:
+            self.reconciler.schedule_new = True
         passes = 0
         while True:
+            window = self.window_state()
+            if window is not None and not window["open"]:  # the window closed while the wave gathered
+                return self._stop(run, self.window_stop(window), window=window)
             began = self.clock()
             changed = self._pass()
             passes += 1
@@ -221,6 +285,7 @@ class Rolling:
                     "passes": passes,
                     "busy": decision.busy,
                     "queued": decision.queued,
+                    "gates": gate_report,
                     **self.status(run),
                 }
             if self.monotonic() >= deadline:
@@ -292,6 +357,139 @@ class Rolling:
             f"waves: {run.last_wave}; {counts}; from the first request to the last release: {total}",
         ]
         return {"changed": False, "nodes": rows, "lines": lines, **status}
+
+    # -- window and gates ------------------------------------------------------------------------
+    def window_state(self) -> dict[str, Any] | None:
+        """Whether the window is open now, when it opens and closes; None without a window."""
+        window = self.options.window
+        if window is None:
+            return None
+        now = self.clock()
+        opens = window.next_open(now)
+        closes = window.closes_at(now)
+        return {
+            "open": opens == now,
+            "window": window.describe(),
+            "opens_at": window.format(opens),
+            "opens_in": round(opens - now, 1),
+            "closes_at": None if closes is None else window.format(closes),
+        }
+
+    @staticmethod
+    def window_stop(window: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "reason": STOP_WINDOW,
+            "message": f"Outside the maintenance window ({window['window']}); it opens at {window['opens_at']}. "
+            "Run the same command again then to go on.",
+            "opens_at": window["opens_at"],
+            "blockers": [],
+        }
+
+    def _hold(self, run: core.RunRecord, pending: list[str]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """Before anything that could schedule: the window, then the gates, checked again every gate interval
+        while they block, up to the gate timeout. (a result that stops the run, or None; what the gates did)."""
+        window = self.window_state()
+        if window is not None and not window["open"]:
+            return self._stop(run, self.window_stop(window), window=window), {}
+        gates = self.options.gates
+        if gates is None or not gates.active:
+            return None, {}
+        began = self.monotonic()
+        deadline = began + gates.timeout
+        seen: dict[str, None] = {}
+        checks = 0
+        while True:
+            blockers = self.blockers(pending)
+            checks += 1
+            report = {"checks": checks, "waited": round(self.monotonic() - began, 1), "blocked_by": list(seen)}
+            if not blockers:
+                return None, report
+            seen.update(dict.fromkeys(b.message for b in blockers))
+            remaining = deadline - self.monotonic()
+            if gates.check_failure or remaining <= 0:
+                stopped = {
+                    "reason": STOP_GATE,
+                    "message": "The next wave is blocked"
+                    + ("" if gates.check_failure else f" (still after {gates.timeout:g}s)")
+                    + f": {gatecore.summarize(blockers)}. Nothing new was cordoned; run the same command again "
+                    "to go on once it is clear.",
+                    "blockers": [b.as_dict() for b in blockers],
+                }
+                return self._stop(run, stopped, window=window), {**report, "blocked_by": list(seen)}
+            self._waiter.wait(min(gates.interval, remaining))
+            window = self.window_state()
+            if window is not None and not window["open"]:
+                return self._stop(run, self.window_stop(window), window=window), {**report, "blocked_by": list(seen)}
+
+    def blockers(self, pending: Sequence[str]) -> list[gatecore.Blocker]:
+        """What blocks the next wave now, by every gate (reads only)."""
+        gates = self.options.gates
+        out: list[gatecore.Blocker] = []
+        if gates is None:
+            return out
+        if gates.check_failure:
+            out.append(gatecore.Blocker("tasks", f"the gate tasks failed: {gates.check_failure}"))
+        if gates.pod_selector:
+            nodes = None if gates.pod_scope == "cluster" else self.candidates(pending)
+            pods = self.client.list(PODS, label_selector=gates.pod_selector)["items"]
+            out += gatecore.blocking_pods(pods, nodes)
+        if gates.prometheus_url:
+            try:
+                alerts = self.fetch_alerts(
+                    gates.prometheus_url, timeout=gates.prometheus_timeout, validate_certs=gates.validate_certs
+                )
+            except PrometheusError as exc:  # fail safe: an alert gate that cannot be checked blocks
+                out.append(gatecore.Blocker("alerts", f"{exc}; the alert gate blocks until it answers"))
+            else:
+                out += gatecore.blocking_alerts(alerts, gates.alert_filter, gates.pending_alerts)
+        return out
+
+    def candidates(self, pending: Sequence[str]) -> list[str]:
+        """The run's nodes that the next wave may take: those whose request the scheduler already admitted, those
+        the next scheduling pass would admit (a pass in check mode: reads only), and those without a request."""
+        phases, objects = self._phases(pending)
+        out = {n for n in pending if phases[n] is None or phases[n] not in ("", lc.PHASE_PENDING)}
+        planner = self.reconciler or Reconciler(
+            self.client, self.options.reconcile or ReconcileOptions(namespace=self.options.namespace)
+        )
+        hold, planner.schedule_new = planner.schedule_new, True
+        try:
+            chosen = set(planner.run_pass(check_mode=True).scheduled)
+        finally:
+            planner.schedule_new = hold
+        out.update(n for n, obj in objects.items() if key_of(obj) in chosen)
+        return sorted(out)
+
+    def _stop(
+        self, run: core.RunRecord, stopped: dict[str, Any], window: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Stop the run before a new wave: give back the requests of every node still pending (so that nothing
+        is cordoned or drained for this run while it stands still; a node already prepared is uncordoned), and
+        say why. The same command goes on later: start requests them again."""
+        if self.reconciler is not None:
+            self.reconciler.schedule_new = False
+        pending = run.in_state(core.PENDING)
+        actions = self.requests.absent(pending) if pending else []
+        if actions and not self.requests.wait(actions, is_gone, self.options.release_timeout, self.reconciler):
+            left = [self.requests.explain(a) for a in actions if not is_gone(a)]
+            raise RequestError(
+                f"The run stopped ({stopped['reason']}), but its requests were not gone after "
+                f"{self.options.release_timeout:g}s: " + "; ".join(left)
+            )
+        withdrawn = sorted(a.node for a in actions if a.action in (DELETED, LEFT))
+        core.withdraw(run, pending)
+        self.save(run)
+        return {
+            "changed": bool(withdrawn),
+            "wave": None,
+            "nodes": [],
+            "done": False,
+            "abort": False,
+            "stopped": stopped,
+            "withdrawn": withdrawn,
+            "window": window,
+            **self.status(run),
+        }
 
     # -- helpers ---------------------------------------------------------------------------------
     def status(self, run: core.RunRecord) -> dict[str, Any]:

@@ -380,6 +380,15 @@ def choose_wave(run: RunRecord, phases: Mapping[str, str | None], now: float, ga
     return WaveDecision("wait", [], busy, queued)
 
 
+def withdraw(run: RunRecord, nodes: Iterable[str]) -> None:
+    """The run stopped before their wave (window closed, gate blocked) and gave their requests back: they stay
+    pending, to be requested, admitted and drained afresh when the run goes on."""
+    for node in nodes:
+        record = run.nodes.get(node)
+        if record is not None and record.state == PENDING:
+            record.admitted = record.ready = None
+
+
 def start_wave(run: RunRecord, nodes: Iterable[str], now: float) -> int:
     """Record ``nodes`` as handed to the maintenance tasks in a new wave; returns its number."""
     wave = run.last_wave + 1

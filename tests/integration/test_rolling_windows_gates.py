@@ -1,0 +1,125 @@
+"""playbooks/rolling_maintenance.yml with a maintenance window and gates, on the real cluster (built-in engine), run
+as users run it: a closed window, a blocking pod, a firing alert in a real Prometheus, and a gate tasks file.
+
+Each run targets one or two nodes of the fleet, so that every test holds at most a wave or two. The end of a
+window during a run is tested in tests/unit/test_rolling_windows_gates.py with a fake clock.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import integration.test_rolling as rolling_tests
+import pytest
+from cluster import kwok
+from integration.test_rolling import (
+    BUILTIN_ONLY,
+    IMAGE,
+    command,
+    cordoned,
+    maintained,
+    our_requests,
+    record,
+    run,
+    tasks_file,
+)
+from kubernetes import client as k8s
+from support.engines import Engine
+from support.prometheus import Prometheus
+
+pytestmark = [pytest.mark.integration, BUILTIN_ONLY]
+
+# the six labelled nodes with pods of test_rolling.py (and the CRDs they need)
+crds = rolling_tests.crds
+fleet = rolling_tests.fleet
+
+FAST_GATES = {"rolling_gate_timeout": 2, "rolling_gate_interval": 0.5}
+
+
+def with_vars(cmd: list[str], variables: dict[str, Any]) -> list[str]:
+    return [*cmd, "-e", json.dumps(variables)]
+
+
+def test_a_closed_window_changes_nothing_and_the_same_command_goes_on_once_it_is_open(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    api, namespace = engine.api, engine.namespace
+    _selector, names = fleet
+    targets = names[:2]
+    tasks, log = tasks_file(tmp_path)
+    # a whole day three days from now (UTC): closed now, however long the test takes
+    later = datetime.now(UTC) + timedelta(days=3)
+    day = later.strftime("%a").lower()
+    closed = {"rolling_node_names": targets, "rolling_window_days": [day], "rolling_window_time_zone": "UTC"}
+    out = run(with_vars(command(engine, "", tasks, "window"), closed))
+    assert f"it opens at {later:%Y-%m-%d}T00:00+00:00 (UTC)" in out.replace("\n", " ")
+    assert "Nothing was changed" in out
+    assert our_requests(api, namespace) == [] and cordoned(api, names) == [] and maintained(log) == {}
+    with pytest.raises(k8s.ApiException) as info:
+        record(engine, "window")
+    assert info.value.status == 404  # no record either
+
+    every_day = {**closed, "rolling_window_days": [], "rolling_window_start": "00:00", "rolling_window_end": "00:00"}
+    run(with_vars(command(engine, "", tasks, "window"), every_day))
+    assert maintained(log) == dict.fromkeys(targets, 1)
+    assert {n: r["state"] for n, r in record(engine, "window").items()} == dict.fromkeys(targets, "done")
+    assert our_requests(api, namespace) == [] and cordoned(api, names) == []
+
+
+def test_the_gates_block_the_first_wave_each_named_and_nothing_is_cordoned(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """One run with all three gates blocking (a pod on the node, an alert firing in a real Prometheus, a gate
+    tasks file that fails): the run stops before its first wave, names each, and gives its requests back. Each
+    gate on its own, the pod gate's scope and the alert filter are in tests/unit/test_rolling_windows_gates.py."""
+    api, namespace = engine.api, engine.namespace
+    _selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    label = f"block-{uuid.uuid4().hex[:6]}"
+    pod = {
+        "metadata": {"name": "trainer", "labels": {"nodeops-test-block": label}},
+        "spec": {
+            "nodeName": names[0],
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": IMAGE}],
+        },
+    }
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_pod(namespace, pod)
+    kwok.wait_until(
+        lambda: core.read_namespaced_pod("trainer", namespace).status.phase == "Running" or None, 60, "trainer Running"
+    )
+    gate = tmp_path / "gate.yml"
+    gate.write_text(json.dumps([{"name": "Check the storage", "ansible.builtin.fail": {"msg": "ceph is HEALTH_WARN"}}]))
+    rules = [
+        {
+            "name": "nodeops-test",
+            "rules": [
+                {"alert": "NodeopsTestStorageDegraded", "expr": "vector(1)", "labels": {"severity": "page"}},
+                {"alert": "NodeopsOtherAlert", "expr": "vector(1)"},  # filtered out
+            ],
+        }
+    ]
+    with Prometheus(tmp_path / "prometheus", rules=rules) as prom:
+        prom.wait_for('ALERTS{alertstate="firing"}', 60)  # at the first rule evaluation
+        variables = {
+            "rolling_nodes": names[:1],
+            "rolling_gate_pod_selector": f"nodeops-test-block={label}",
+            "rolling_gate_prometheus_url": prom.url,
+            "rolling_gate_alert_filter": "NodeopsTest.*",
+            "rolling_gate_tasks": str(gate),
+            **FAST_GATES,
+        }
+        out = run(with_vars(command(engine, "", tasks, "gates"), variables), expect_rc=2)
+    assert "checking again in 0.5s" in out  # the gate tasks ran more than once
+    assert "the gate tasks failed: Check the storage: ceph is HEALTH_WARN" in out
+    assert f"pod {namespace}/trainer on {names[0]}" in out
+    assert "alert NodeopsTestStorageDegraded (firing): severity=page" in out
+    assert "NodeopsOtherAlert" not in out
+    assert cordoned(api, names) == [] and our_requests(api, namespace) == [] and maintained(log) == {}
+    assert record(engine, "gates")[names[0]]["state"] == "pending"

@@ -1,0 +1,314 @@
+"""Maintenance windows and gates of a rolling run: engines/rolling.py against the in-memory API (its clock is the
+run's clock, so the end of a window is a fake clock moving on), and the pure gate rules of core/maintenance/gates.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import gates as gatecore
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import parse_window
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import ReconcileOptions
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
+    GateOptions,
+    Rolling,
+    RunOptions,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
+    MAINTENANCE_CONFIGS,
+    NODE_MAINTENANCES,
+    NODES,
+    PODS,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.prometheus import PrometheusError
+from unit.test_engine_maintenance import NOW, NS, nm, node
+from unit.test_rolling_engine import CFG, RECORD, REQUESTOR, RUN, Api
+
+# NOW is Friday 2027-01-15 08:00 UTC
+OPEN = parse_window(None, "08:00", "09:00", "UTC")  # open now, closes in an hour
+CLOSED = parse_window(None, "10:00", "11:00", "UTC")  # opens in two hours
+assert OPEN is not None and CLOSED is not None and OPEN.is_open(NOW) and not CLOSED.is_open(NOW)
+
+
+class GateApi(Api):
+    """Api whose pod lists honour a ``key=value`` label selector."""
+
+    def list(self, res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        answer = super().list(res, namespace, **kw)
+        selector = kw.get("label_selector")
+        if res is PODS and selector:
+            key, value = selector.split("=", 1)
+            answer["items"] = [p for p in answer["items"] if (p["metadata"].get("labels") or {}).get(key) == value]
+        return answer
+
+
+@pytest.fixture
+def api() -> GateApi:
+    fake = GateApi()
+    for name in ("n0", "n1", "n2", "n3"):
+        fake.add(NODES, node(name))
+    return fake
+
+
+def rolling(api: Api, fetch_alerts: Any = None, **options: Any) -> Rolling:
+    defaults: dict[str, Any] = {
+        "run_id": RUN,
+        "requestor": REQUESTOR,
+        "namespace": NS,
+        "record_namespace": CFG,
+        "spec": {"cordon": True},
+        "engine": "operator",
+        "interval": 0.0,
+        "gather": 30.0,
+        "wave_timeout": 300.0,
+        "node_ready_timeout": 20.0,
+        "release_timeout": 20.0,
+    }
+    extra = {"fetch_alerts": fetch_alerts} if fetch_alerts else {}
+    return Rolling(api, RunOptions(**{**defaults, **options}), clock=api.clock, monotonic=api.clock, **extra)
+
+
+def pod(name: str, node_name: str, labels: dict[str, str], phase: str = "Running") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "apps", "labels": labels},
+        "spec": {"nodeName": node_name},
+        "status": {"phase": phase},
+    }
+
+
+# ============================================================================== windows
+def test_a_start_outside_the_window_changes_nothing_and_says_when_it_opens(api: GateApi) -> None:
+    result = rolling(api, window=CLOSED).start(["n0", "n1"], "release", False)
+    assert result["changed"] is False and result["pending"] == []
+    assert result["stopped"]["reason"] == "window"
+    assert result["window"]["opens_at"] == "2027-01-15T10:00+00:00 (UTC)" == result["stopped"]["opens_at"]
+    assert "2027-01-15T10:00+00:00 (UTC)" in result["stopped"]["message"]
+    assert api.requests() == [] and api.write_count == 0
+    assert ("configmaps", CFG, RECORD) not in api.objects
+
+
+def test_next_wave_outside_the_window_gives_the_requests_back_and_keeps_the_nodes_pending(api: GateApi) -> None:
+    rolling(api, window=OPEN).start(["n0", "n1"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)  # the operator prepared one already
+    result = rolling(api, window=CLOSED).next_wave()
+    assert result["wave"] is None and result["done"] is False and result["stopped"]["reason"] == "window"
+    assert result["withdrawn"] == ["n0", "n1"] and result["changed"] is True
+    assert api.request("n0") is None and api.request("n1") is None
+    record = api.record()
+    assert {n: r["state"] for n, r in record.items()} == {"n0": "pending", "n1": "pending"}
+    assert record["n0"]["admitted"] is None and record["n0"]["ready"] is None
+    # the same command later, inside the window: start requests them again and the waves go on
+    again = rolling(api, window=OPEN).start(["n0", "n1"], "release", False)
+    assert again["pending"] == ["n0", "n1"] and api.request("n0") is not None
+    api.set_phase("n0", lc.PHASE_READY)
+    api.set_phase("n1", lc.PHASE_READY)
+    assert rolling(api, window=OPEN).next_wave()["nodes"] == ["n0", "n1"]
+
+
+def test_the_end_of_the_window_stops_the_run_after_the_wave_in_progress(api: GateApi) -> None:
+    """A fake clock: the wave is taken inside the window, its maintenance outlasts the window; finish releases
+    it normally and takes no new wave, and the run goes on when the window opens again."""
+    api.tick = 1.0
+    rolling(api, window=OPEN).start(["n0", "n1", "n2"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+    wave = rolling(api, window=OPEN, gather=0.0).next_wave()
+    assert wave["nodes"] == ["n0"]
+    api.set_phase("n1", lc.PHASE_READY)  # the operator prepared the next one meanwhile
+    api.now = NOW + 3600.0  # 09:00: the window closed during the maintenance
+    result = rolling(api, window=OPEN).finish(["n0"], {})
+    assert result["maintained"] == ["n0"] and result["released"] == ["n0"]
+    following = rolling(api, window=OPEN).next_wave()
+    assert following["wave"] is None and following["stopped"]["reason"] == "window"
+    assert following["stopped"]["opens_at"] == "2027-01-16T08:00+00:00 (UTC)"
+    assert following["withdrawn"] == ["n1", "n2"]
+    assert {n: r["state"] for n, r in api.record().items()} == {"n0": "done", "n1": "pending", "n2": "pending"}
+    assert api.requests() == []
+    # the next day's window
+    api.now = NOW + 86400.0
+    rolling(api, window=OPEN).start(["n0", "n1", "n2"], "release", False)
+    api.set_phase("n1", lc.PHASE_READY)
+    api.set_phase("n2", lc.PHASE_READY)
+    resumed = rolling(api, window=OPEN).next_wave()
+    assert resumed["wave"] == 2 and resumed["nodes"] == ["n1", "n2"]
+
+
+def test_with_the_builtin_engine_no_pass_schedules_a_new_node_once_the_window_closed(api: GateApi) -> None:
+    api.add(
+        MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxParallelOperations": 2}}
+    )
+    api.tick = 0.0
+    reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
+    opts: dict[str, Any] = {"engine": "builtin", "reconcile": reconcile, "window": OPEN}
+    rolling(api, **opts).start(["n0"], "release", False)
+    assert rolling(api, **opts).next_wave()["nodes"] == ["n0"]
+    api.add(NODE_MAINTENANCES, nm("other-n2", "n2"))  # someone else's request, with a free slot
+    api.now = NOW + 3600.0
+    result = rolling(api, **opts).finish(["n0"], {})  # its release runs passes: they must schedule nothing
+    assert result["released"] == ["n0"]
+    assert "unschedulable" not in api.objects[(NODES.plural, None, "n2")]["spec"]
+    phase = lc.NodeMaintenanceView.from_dict(api.objects[(NODE_MAINTENANCES.plural, NS, "other-n2")]).phase
+    assert phase in ("", lc.PHASE_PENDING)
+    stopped = rolling(api, **opts).next_wave()
+    assert stopped["done"] is True  # nothing of ours left; the window matters only for a next wave
+    # the same release inside the window schedules the other request as before
+    api.now = NOW
+    opts["window"] = None
+    rolling(api, **opts).start(["n1"], "release", False)
+    assert rolling(api, **opts).next_wave()["nodes"] == ["n1"]
+    assert api.objects[(NODES.plural, None, "n2")]["spec"].get("unschedulable") is True
+
+
+def test_the_window_closing_while_a_wave_gathers_stops_without_a_wave(api: GateApi) -> None:
+    api.tick = 600.0  # every look at the cluster is ten minutes
+    rolling(api, window=OPEN).start(["n0", "n1"], "release", False)
+    api.set_phase("n0", lc.PHASE_DRAINING)
+    result = rolling(api, window=OPEN, wave_timeout=7200.0).next_wave()
+    assert result["stopped"]["reason"] == "window" and result["wave"] is None
+    assert api.requests() == [] and api.record()["n0"]["state"] == "pending"
+
+
+# ============================================================================== gates
+def gates(**kw: Any) -> GateOptions:
+    return GateOptions(**{"timeout": 10.0, "interval": 0.0, **kw})
+
+
+def test_a_blocking_pod_on_a_candidate_node_stops_the_run_naming_it(api: GateApi) -> None:
+    api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
+    api.add(PODS, pod("done-job", "n1", {"block": "yes"}, phase="Succeeded"))
+    api.add(PODS, pod("elsewhere", "n3", {"block": "yes"}))
+    opts = {"gates": gates(pod_selector="block=yes")}
+    rolling(api, **opts).start(["n0", "n1"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(api, **opts).next_wave()
+    assert result["stopped"]["reason"] == "gate" and result["wave"] is None
+    assert [b["message"] for b in result["stopped"]["blockers"]] == ["pod apps/trainer on n0"]
+    assert (
+        result["stopped"]["blockers"][0] | {"gate": "pods", "node": "n0", "namespace": "apps"}
+        == (result["stopped"]["blockers"][0])
+    )
+    assert "pod apps/trainer on n0" in result["stopped"]["message"] and "after 10s" in result["stopped"]["message"]
+    assert api.requests() == []
+    # the whole cluster: the pod on n3 (not in the run) blocks too
+    api.objects.pop((PODS.plural, "apps", "trainer"))
+    rolling(api, **opts).start(["n0", "n1"], "release", False)
+    cluster = rolling(api, gates=gates(pod_selector="block=yes", pod_scope="cluster")).next_wave()
+    assert [b["node"] for b in cluster["stopped"]["blockers"]] == ["n3"]
+
+
+def test_a_pod_that_goes_while_the_gate_waits_lets_the_wave_start(api: GateApi) -> None:
+    api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
+    opts = {"gates": gates(pod_selector="block=yes", timeout=100.0)}
+    rolling(api, **opts).start(["n0"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+
+    def finish_job(fake: Api) -> None:
+        if fake.lists > 12:
+            fake.objects.pop((PODS.plural, "apps", "trainer"), None)
+
+    api.hooks.append(finish_job)
+    result = rolling(api, **opts).next_wave()
+    assert result["nodes"] == ["n0"]
+    assert result["gates"]["blocked_by"] == ["pod apps/trainer on n0"] and result["gates"]["checks"] > 1
+
+
+def test_the_pod_gate_looks_only_at_the_nodes_the_next_wave_can_take(api: GateApi) -> None:
+    """With the built-in engine and maxParallelOperations 1, the next pass would admit n0 only: a blocking pod
+    on n1 does not hold the wave."""
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {}})
+    api.tick = 0.0
+    api.add(PODS, pod("trainer", "n1", {"block": "yes"}))
+    reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
+    opts: dict[str, Any] = {"engine": "builtin", "reconcile": reconcile, "gates": gates(pod_selector="block=yes")}
+    run = rolling(api, **opts)
+    run.start(["n0", "n1"], "release", False)
+    assert run.candidates(["n0", "n1"]) == ["n0"]
+    assert rolling(api, **opts).next_wave()["nodes"] == ["n0"]
+
+
+def alerts_of(api: Api, answer: list[dict[str, Any]] | Exception) -> Any:
+    def fetch(url: str, **kw: Any) -> list[dict[str, Any]]:
+        api.now += 1.0  # asking takes time
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return fetch
+
+
+FIRING = {"labels": {"alertname": "NodeDown", "severity": "critical", "instance": "n7"}, "state": "firing"}
+PENDING = {"labels": {"alertname": "DiskFilling", "severity": "warning"}, "state": "pending"}
+
+
+def test_a_firing_alert_blocks_the_wave_and_is_named_with_its_labels(api: GateApi) -> None:
+    opts = {"gates": gates(prometheus_url="http://prom:9090")}
+    rolling(api, **opts).start(["n0"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(api, alerts_of(api, [FIRING, PENDING]), **opts).next_wave()
+    assert [b["message"] for b in result["stopped"]["blockers"]] == [
+        "alert NodeDown (firing): instance=n7, severity=critical"
+    ]
+    assert result["stopped"]["blockers"][0]["labels"]["severity"] == "critical"
+
+
+def test_pending_alerts_and_filtered_out_alerts(api: GateApi) -> None:
+    opts = {"gates": gates(prometheus_url="http://prom:9090", alert_filter="Disk.*", pending_alerts=True)}
+    rolling(api, **opts).start(["n0"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(api, alerts_of(api, [FIRING, PENDING]), **opts).next_wave()
+    assert [b["alertname"] for b in result["stopped"]["blockers"]] == ["DiskFilling"]
+    rolling(api, **opts).start(["n0"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+    only_firing = {"gates": gates(prometheus_url="http://prom:9090", alert_filter="Disk.*")}
+    assert rolling(api, alerts_of(api, [FIRING, PENDING]), **only_firing).next_wave()["nodes"] == ["n0"]
+
+
+def test_prometheus_out_of_reach_blocks(api: GateApi) -> None:
+    opts = {"gates": gates(prometheus_url="http://prom:9090")}
+    rolling(api, **opts).start(["n0"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+    down = PrometheusError("Prometheus at http://prom:9090 did not answer (connection refused)")
+    result = rolling(api, alerts_of(api, down), **opts).next_wave()
+    assert result["stopped"]["reason"] == "gate"
+    assert "did not answer (connection refused); the alert gate blocks" in result["stopped"]["message"]
+
+
+def test_a_failed_user_check_stops_at_once(api: GateApi) -> None:
+    rolling(api).start(["n0"], "release", False)
+    api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(api, gates=gates(check_failure="Check the storage: ceph is HEALTH_WARN")).next_wave()
+    assert result["stopped"]["reason"] == "gate"
+    assert result["stopped"]["blockers"] == [
+        {"gate": "tasks", "message": "the gate tasks failed: Check the storage: ceph is HEALTH_WARN"}
+    ]
+    assert "after" not in result["stopped"]["message"]
+
+
+# ============================================================================== core/maintenance/gates.py
+def test_blocking_pods_rules() -> None:
+    pods = [
+        pod("a", "n1", {}),
+        pod("b", "n2", {}, phase="Failed"),
+        pod("c", "n3", {}, phase="Pending"),
+        {"metadata": {"name": "d", "namespace": "x"}, "spec": {}, "status": {"phase": "Pending"}},
+    ]
+    assert [b.message for b in gatecore.blocking_pods(pods, None)] == [
+        "pod x/d (not scheduled)",
+        "pod apps/a on n1",
+        "pod apps/c on n3",
+    ]
+    assert [b.message for b in gatecore.blocking_pods(pods, ["n1", "n2"])] == ["pod apps/a on n1"]
+    assert gatecore.blocking_pods(pods, []) == []
+
+
+def test_alert_filter_matches_the_whole_name_and_a_bad_one_is_refused() -> None:
+    assert [b.data["alertname"] for b in gatecore.blocking_alerts([FIRING], "Node")] == []
+    assert [b.data["alertname"] for b in gatecore.blocking_alerts([FIRING], "Node.*|Disk.*")] == ["NodeDown"]
+    with pytest.raises(gatecore.GateError, match="not a regular expression"):
+        gatecore.blocking_alerts([FIRING], "Node(")
+
+
+def test_summarize_names_the_first_ten() -> None:
+    many = [gatecore.Blocker("pods", f"pod p{i}") for i in range(12)]
+    assert gatecore.summarize(many).endswith("pod p9; and 2 more")
+    assert gatecore.summarize([]) == "nothing blocks"
