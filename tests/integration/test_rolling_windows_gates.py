@@ -108,7 +108,7 @@ def test_the_gates_block_the_first_wave_each_named_and_nothing_is_cordoned(
     with Prometheus(tmp_path / "prometheus", rules=rules) as prom:
         prom.wait_for('ALERTS{alertstate="firing"}', 60)  # at the first rule evaluation
         variables = {
-            "rolling_nodes": names[:1],
+            "rolling_node_names": names[:1],
             "rolling_gate_pod_selector": f"nodeops-test-block={label}",
             "rolling_gate_prometheus_url": prom.url,
             "rolling_gate_alert_filter": "NodeopsTest.*",
