@@ -35,6 +35,7 @@ PLAYBOOK_FILES: dict[str, list[str]] = {
         "tasks/rolling_node.yml",
         "maintenance/ssh_reboot.yml",
         "maintenance/simulated_reboot.yml",
+        "maintenance/reboot_needed.yml",
     ],
     "remediate": ["remediate.yml", "tasks/remediate_pass.yml"],
     "reconcile": ["reconcile.yml"],
