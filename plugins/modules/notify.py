@@ -148,7 +148,12 @@ payload:
   description: The JSON document sent (or, in check mode, that would be sent).
   returned: always
   type: raw
-  sample: {event: wave_start, run_id: CHG-1234, wave: 3, nodes: [gpu-07], message: "Run CHG-1234: wave 3 starts: gpu-07."}
+  sample:
+    event: wave_start
+    run_id: CHG-1234
+    wave: 3
+    nodes: [gpu-07]
+    message: "Run CHG-1234: wave 3 starts: gpu-07."
 request:
   description: The request without its secrets.
   returned: always
@@ -213,7 +218,7 @@ RESPONSE_LIMIT = 1000
 def _read(response: Any) -> str:
     try:
         return to_text(response.read(RESPONSE_LIMIT), errors="surrogate_or_replace")
-    except Exception:  # noqa: BLE001 - the answer's text is only for the person reading the result
+    except (OSError, ValueError):  # the answer's text is only for the person reading the result
         return ""
 
 

@@ -113,11 +113,22 @@ def test_slack_gets_text_and_blocks_for_each_event_in_order(
 ) -> None:
     # all three nodes in one wave: the order across waves is the webhook test's
     out, broken = notified_run(
-        engine, small_fleet, tmp_path, receiver, "slack", rolling_notify_format="slack", rolling_max_parallel_operations=3
+        engine,
+        small_fleet,
+        tmp_path,
+        receiver,
+        "slack",
+        rolling_notify_format="slack",
+        rolling_max_parallel_operations=3,
     )
     waves = {node: r["wave"] for node, r in record(engine, "slack").items()}
     got = [r.json for r in receiver.received()]
-    titles = {"wave_start": "Wave {w} starts", "wave_end": "Wave {w} ended", "node_failed": "Node failed", "run_end": "Run ended"}
+    titles = {
+        "wave_start": "Wave {w} starts",
+        "wave_end": "Wave {w} ended",
+        "node_failed": "Node failed",
+        "run_end": "Run ended",
+    }
     expected = [titles[event].format(w=wave) for event, wave in expected_order(waves, broken)]
     assert [g["blocks"][0]["text"]["text"].split("*")[1] for g in got] == expected, out[-4000:]
     for g in got:

@@ -1,10 +1,10 @@
 """A local HTTP server that records what it receives: the other end of the notify module in the tests.
 
-    with Receiver() as receiver:
-        receiver.answers("/hook", [503, 503])    # the next two requests to /hook get 503, then 200 again
-        ... send to receiver.url("/hook") ...
-        receiver.wait_for(3, timeout=30)          # polls until three requests arrived
-        receiver.requests                         # [Received(method, path, headers, body, json), ...]
+with Receiver() as receiver:
+    receiver.answers("/hook", [503, 503])    # the next two requests to /hook get 503, then 200 again
+    ... send to receiver.url("/hook") ...
+    receiver.wait_for(3, timeout=30)          # polls until three requests arrived
+    receiver.requests                         # [Received(method, path, headers, body, json), ...]
 """
 
 from __future__ import annotations
@@ -91,10 +91,10 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(answer)
 
-            do_POST = _handle  # noqa: N815 - http.server's names
-            do_PUT = _handle  # noqa: N815
+            do_POST = _handle
+            do_PUT = _handle
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._server = ThreadingHTTPServer((self.host, 0), Handler)

@@ -27,7 +27,13 @@ def test_default_texts_name_the_run_the_wave_and_the_nodes() -> None:
     assert notify.default_text(WAVE_END) == (
         "Run CHG-1: wave 2 ended: maintained gpu-1, gpu-3; failed gpu-2 (nodes: pending 3, done 2, failed 1)."
     )
-    failed = {"event": "node_failed", "run_id": "CHG-1", "wave": 2, "nodes": ["gpu-2"], "failures": WAVE_END["failures"]}
+    failed = {
+        "event": "node_failed",
+        "run_id": "CHG-1",
+        "wave": 2,
+        "nodes": ["gpu-2"],
+        "failures": WAVE_END["failures"],
+    }
     assert notify.default_text(failed) == "Run CHG-1: node gpu-2 failed in wave 2: firmware update failed"
     end = {"event": "run_end", "run_id": "CHG-1", "counts": {"done": 5, "failed": 1}, "failures": {"gpu-2": "x"}}
     assert notify.default_text(end) == "Run CHG-1 ended (nodes: done 5, failed 1); failed: gpu-2."
@@ -66,7 +72,12 @@ def test_slack_payload_has_text_and_blocks_with_the_fields_and_the_failures() ->
     assert body["text"] == notify.default_text(WAVE_END)
     assert "Wave 2 ended" in body["blocks"][0]["text"]["text"]
     fields = [f["text"] for f in body["blocks"][1]["fields"]]
-    assert fields == ["*Run*\nCHG-1", "*Wave*\n2", "*Nodes*\ngpu-1, gpu-2, gpu-3", "*Counts*\npending 3, done 2, failed 1"]
+    assert fields == [
+        "*Run*\nCHG-1",
+        "*Wave*\n2",
+        "*Nodes*\ngpu-1, gpu-2, gpu-3",
+        "*Counts*\npending 3, done 2, failed 1",
+    ]
     assert body["blocks"][2]["text"]["text"] == "*Failures*\n• gpu-2: firmware update failed"
 
 
@@ -85,7 +96,9 @@ events = st.fixed_dictionaries(
         "wave": st.one_of(st.none(), st.integers(min_value=0, max_value=10**6)),
         "nodes": st.lists(names, max_size=80),
         "failures": st.dictionaries(names, st.text(max_size=3000), max_size=40),
-        "counts": st.dictionaries(st.sampled_from(["pending", "maintaining", "done", "failed", "x"]), st.integers(0, 10**6)),
+        "counts": st.dictionaries(
+            st.sampled_from(["pending", "maintaining", "done", "failed", "x"]), st.integers(0, 10**6)
+        ),
         "message": st.text(max_size=5000),
     },
 )
@@ -153,7 +166,7 @@ segment = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.~", min_size=
     st.booleans(),
 )
 def test_the_url_shown_holds_no_secret_part(scheme: str, host: str, path: list[str], user: bool, query: bool) -> None:
-    url = f"{scheme}://{'me:SECRETpw@' if user else ''}{host}/{'/'.join(path + ['SECRETpath'])}"
+    url = f"{scheme}://{'me:SECRETpw@' if user else ''}{host}/{'/'.join([*path, 'SECRETpath'])}"
     url += "?token=SECRETq" if query else ""
     shown = notify.display_url(url)
     assert "SECRET" not in shown and url not in shown and "://" not in shown

@@ -34,7 +34,9 @@ def run(capsys: pytest.CaptureFixture[str], check_mode: bool = False, **params: 
     return json.loads(out), out
 
 
-def test_webhook_posts_the_event_as_json_with_the_headers(receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
+def test_webhook_posts_the_event_as_json_with_the_headers(
+    receiver: Receiver, capsys: pytest.CaptureFixture[str]
+) -> None:
     result, out = run(capsys, url=receiver.url("/hook"), event=EVENT, headers={"Authorization": TOKEN})
     assert result["sent"] is True and result["changed"] is True and result["status"] == 200
     assert result["attempts"] == 1
@@ -61,7 +63,9 @@ def test_a_body_of_ones_own_is_sent_as_it_is(receiver: Receiver, capsys: pytest.
     assert got.method == "PUT" and got.json == {"summary": "wave 1", "n": [1]}
 
 
-def test_check_mode_sends_nothing_and_shows_what_it_would(receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_mode_sends_nothing_and_shows_what_it_would(
+    receiver: Receiver, capsys: pytest.CaptureFixture[str]
+) -> None:
     result, out = run(capsys, check_mode=True, url=receiver.url(), event=EVENT, headers={"Authorization": TOKEN})
     assert result["changed"] is True and result["sent"] is False and result["attempts"] == 0
     assert result["payload"]["event"] == "wave_start"

@@ -117,7 +117,9 @@ def test_needs_restarting_failing_otherwise_fails_with_its_status(tmp_path: Path
 def test_always_reboots_without_asking(tmp_path: Path) -> None:
     tools = tmp_path / "bin"
     stand_in(tools, "dnf", 0)  # a RHEL-like host without needs-restarting: not even asked
-    rc, decision, out = decide(tmp_path, tools, rolling_reboot="always", rolling_reboot_required_file=str(tmp_path / "x"))
+    rc, decision, out = decide(
+        tmp_path, tools, rolling_reboot="always", rolling_reboot_required_file=str(tmp_path / "x")
+    )
     assert rc == 0, out
     assert decision == {"needed": True, "reason": "rolling_reboot is always"}
     assert "Ask localhost" in out and "skipping" in out

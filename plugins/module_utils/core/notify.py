@@ -40,7 +40,12 @@ _TITLES = {
     "node_failed": "Node failed",
     "run_end": "Run ended",
 }
-_ICONS = {"wave_start": ":arrow_forward:", "wave_end": ":white_check_mark:", "node_failed": ":x:", "run_end": ":checkered_flag:"}
+_ICONS = {
+    "wave_start": ":arrow_forward:",
+    "wave_end": ":white_check_mark:",
+    "node_failed": ":x:",
+    "run_end": ":checkered_flag:",
+}
 
 
 class NotifyError(NodeopsError, ValueError):
@@ -94,7 +99,9 @@ def default_text(event: Mapping[str, Any]) -> str:
         return f"Run {run}: wave {wave} starts: {listed(nodes)} (nodes: {counts})."
     if name == "wave_end":
         ok = [n for n in nodes if n not in failures]
-        return f"Run {run}: wave {wave} ended: maintained {listed(ok)}; failed {listed(list(failures))} (nodes: {counts})."
+        return (
+            f"Run {run}: wave {wave} ended: maintained {listed(ok)}; failed {listed(list(failures))} (nodes: {counts})."
+        )
     if name == "node_failed":
         node = nodes[0] if nodes else (next(iter(failures), "-"))
         why = failures.get(node) or "failed"
@@ -148,7 +155,10 @@ def slack_payload(event: Mapping[str, Any]) -> dict[str, Any]:
     ]
     if lines:
         blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": _cut("*Failures*\n" + "\n".join(lines), SLACK_TEXT_LIMIT)}}
+            {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": _cut("*Failures*\n" + "\n".join(lines), SLACK_TEXT_LIMIT)},
+            }
         )
     return {"text": _cut(text, SLACK_TEXT_LIMIT), "blocks": blocks}
 
