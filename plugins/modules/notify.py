@@ -11,7 +11,7 @@ version_added: 0.1.0
 author:
   - nodeops.maintenance contributors (@nodeops)
 description:
-  - Sends one JSON document with an HTTP POST (or PUT) to O(url): a generic webhook (O(format=webhook)) or a
+  - Sends one JSON document with an HTTP POST (or PUT) to O(url), a generic webhook (O(format=webhook)) or a
     Slack-compatible incoming webhook (O(format=slack)). The rolling maintenance playbook uses it at the start and
     end of every wave, for every failed node and at the end of the run.
   - With O(format=webhook) the body is O(body) when given, otherwise the O(event) itself (with RV(payload.message)
@@ -22,7 +22,7 @@ description:
     at once.
   - A failure names the URL only by its host, port, first path segment and scheme (webhook URLs often hold their
     secret in the path), and never shows O(headers).
-  - Every call sends: a notification has no state to compare with, so the module is not idempotent.
+  - Every call sends, since a notification has no state to compare with; the module is not idempotent.
 attributes:
   check_mode:
     support: full
