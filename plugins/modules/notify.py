@@ -14,7 +14,7 @@ description:
   - Sends one JSON document with an HTTP POST (or PUT) to O(url), a generic webhook (O(format=webhook)) or a
     Slack-compatible incoming webhook (O(format=slack)). The rolling maintenance playbook uses it at the start and
     end of every wave, for every failed node and at the end of the run.
-  - With O(format=webhook) the body is O(body) when given, otherwise the O(event) itself (with RV(payload.message)
+  - With O(format=webhook) the body is O(body) when given, otherwise the O(event) itself (with its C(message)
     filled in). With O(format=slack) it is O(body) when given, otherwise a Slack payload made from O(event)
     (C(text), the fallback and notification text, and C(blocks)).
   - No connection, timeout, HTTP 408, 429 or 5xx answer is tried again, up to O(retries) more times, waiting
@@ -25,9 +25,11 @@ description:
   - Every call sends, since a notification has no state to compare with; the module is not idempotent.
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode nothing is sent; RV(payload) and RV(request) show what would be.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
     support: none

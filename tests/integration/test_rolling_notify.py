@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from cluster import kwok
-from integration.test_rolling import BUILTIN_ONLY, command, crds, record, run, tasks_file  # noqa: F401 - crds: fixture
+from integration.test_rolling import BUILTIN_ONLY, command, record, run, tasks_file
 from support.engines import Engine
 from support.http_receiver import Receiver
 
@@ -22,8 +22,15 @@ pytestmark = pytest.mark.integration
 TOKEN = "Bearer tok-SECRET-4711"
 
 
+@pytest.fixture(scope="module")
+def crds(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from integration.test_crds import run_role
+
+    run_role(cluster, tmp_path_factory.mktemp("notify-crds"), {})
+
+
 @pytest.fixture
-def small_fleet(engine: Engine, crds: None) -> Iterator[tuple[str, list[str]]]:  # noqa: F811
+def small_fleet(engine: Engine, crds: None) -> Iterator[tuple[str, list[str]]]:
     """Three Ready nodes with a label of their own and no pods: (label selector, names)."""
     label = f"notify-{uuid.uuid4().hex[:6]}"
     names = kwok.add_nodes(engine.api, 3, prefix=label, labels={"rolling": label})

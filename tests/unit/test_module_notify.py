@@ -51,7 +51,7 @@ def test_webhook_posts_the_event_as_json_with_the_headers(
 
 
 def test_slack_posts_text_and_blocks(receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
-    result, _ = run(capsys, url=receiver.url("/services/T0/B0/x"), format="slack", event=EVENT)
+    result = run(capsys, url=receiver.url("/services/T0/B0/x"), format="slack", event=EVENT)[0]
     (got,) = receiver.received()
     assert got.json == core.slack_payload(EVENT) == result["payload"]
     assert result["request"]["url"] == f"127.0.0.1:{receiver.url('').rsplit(':', 1)[1]}/services/… (http)"
@@ -75,7 +75,7 @@ def test_check_mode_sends_nothing_and_shows_what_it_would(
 
 def test_5xx_and_dropped_connections_are_tried_again(receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
     receiver.answers("/hook", [503, DROP, 500])
-    result, _ = run(capsys, url=receiver.url(), event=EVENT, retries=3)
+    result = run(capsys, url=receiver.url(), event=EVENT, retries=3)[0]
     assert result["sent"] is True and result["attempts"] == 4
     assert [r.json["event"] for r in receiver.received()] == ["wave_start"] * 4
 
@@ -96,7 +96,7 @@ def test_retries_used_up_fail_naming_the_url_and_the_status_but_no_header(
 
 def test_a_4xx_is_not_tried_again(receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
     receiver.answers("/hook", [401])
-    result, _ = run(capsys, url=receiver.url(), event=EVENT, headers={"Authorization": TOKEN})
+    result = run(capsys, url=receiver.url(), event=EVENT, headers={"Authorization": TOKEN})[0]
     assert result["failed"] is True and result["attempts"] == 1 and result["status"] == 401
     assert "at the first try" in result["msg"] and "HTTP 401" in result["msg"] and "a token?" in result["msg"]
     assert result["response"] == "no luck"
@@ -106,7 +106,7 @@ def test_on_error_warn_succeeds_with_a_warning(capsys: pytest.CaptureFixture[str
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result, _ = run(capsys, url=f"http://127.0.0.1:{port}/hook", event=EVENT, retries=1, on_error="warn")
+    result = run(capsys, url=f"http://127.0.0.1:{port}/hook", event=EVENT, retries=1, on_error="warn")[0]
     assert "failed" not in result and result["changed"] is False and result["sent"] is False
     assert result["attempts"] == 2 and "could not be reached" in result["error"]
     assert result["error"] in json.dumps(result["warnings"])
@@ -125,6 +125,6 @@ def test_on_error_warn_succeeds_with_a_warning(capsys: pytest.CaptureFixture[str
 def test_bad_input_sends_nothing_and_says_what_is_wrong(
     params: dict[str, Any], complaint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result, _ = run(capsys, on_error="warn", **params)
+    result = run(capsys, on_error="warn", **params)[0]
     assert result["failed"] is True
     assert result["msg"].startswith("Nothing sent: ") and complaint in result["msg"]
