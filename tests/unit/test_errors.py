@@ -1,4 +1,4 @@
-"""One base class for the collection's errors (core/errors.py): every error class of plugins/module_utils derives
+"""One base class for the collection's errors (core/node/errors.py): every error class of plugins/module_utils derives
 from it, and every module turns any of them into a clean failure (fail_json with the message), not a traceback."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.nodeops.maintenance.plugins import module_utils
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Forbidden
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
@@ -40,7 +40,8 @@ def test_every_error_class_of_module_utils_derives_from_the_base() -> None:
 
 
 def test_the_errors_that_were_value_errors_still_are() -> None:
-    from ansible_collections.nodeops.maintenance.plugins.module_utils.core import agentconfig, duration, rolling
+    from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import rolling
+    from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import agentconfig, duration
 
     for cls in (agentconfig.AgentConfigError, duration.DurationError, rolling.RollingError):
         assert issubclass(cls, ValueError) and issubclass(cls, NodeopsError)
@@ -83,14 +84,17 @@ MODULE_ARGS: dict[str, dict[str, Any]] = {
     "remediation": {},
     "rolling_maintenance": {"step": "summary", "run_id": "chg-1", "requestor": "r.example.com"},
 }
-# Modules that use no Kubernetes client; their errors are tested in their own files.
-NO_CLIENT = {"notify": "tests/unit/test_module_notify.py"}
+
+
+#: modules that talk to no Kubernetes API (their errors are tested with their own tests)
+NOT_KUBERNETES = {"metrics_push", "notify"}
 
 
 def test_every_module_is_in_the_table() -> None:
     from ansible_collections.nodeops.maintenance.plugins import modules
 
-    assert sorted(info.name for info in pkgutil.iter_modules(modules.__path__)) == sorted({*MODULE_ARGS, *NO_CLIENT})
+    found = {info.name for info in pkgutil.iter_modules(modules.__path__)}
+    assert sorted(found - NOT_KUBERNETES) == sorted(MODULE_ARGS)
 
 
 def run_module(name: str, client: BrokenClient, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> dict[str, Any]:
