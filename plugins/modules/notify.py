@@ -190,8 +190,7 @@ from urllib.error import HTTPError, URLError
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.urls import open_url
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.notify import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.notify import (
     FORMATS,
     backoff,
     check_url,
@@ -199,6 +198,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.notify im
     payload,
     retryable,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "url": {"type": "str", "required": True, "no_log": True},

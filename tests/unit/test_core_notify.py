@@ -1,4 +1,4 @@
-"""core/notify.py: the event's default text, the Slack payload, the webhook payload, the URL as shown, retries."""
+"""core/maintenance/notify.py: the event's default text, the Slack payload, the webhook payload, the URL as shown, retries."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import notify
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import notify
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from hypothesis import given
 from hypothesis import strategies as st
 

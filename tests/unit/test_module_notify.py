@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import notify as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import notify as core
 from ansible_collections.nodeops.maintenance.plugins.modules import notify
 from support.http_receiver import DROP, Receiver
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import NodeopsError
+from ..node.errors import NodeopsError
 
 EVENTS = ("wave_start", "wave_end", "node_failed", "run_end")
 FORMATS = ("webhook", "slack")
