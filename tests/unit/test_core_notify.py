@@ -1,4 +1,5 @@
-"""core/maintenance/notify.py: the event's default text, the Slack payload, the webhook payload, the URL as shown, retries."""
+"""core/maintenance/notify.py: the event's default text, the Slack payload, the webhook payload, the URL as shown,
+retries."""
 
 from __future__ import annotations
 
