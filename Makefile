@@ -76,7 +76,7 @@ lint: venv
 	@echo "== vermin: the files the node_agent role ships (the agent, node_agent_core_files) run on Python 3.9"
 	# every annotation is postponed (from __future__ import annotations, checked by the unit tests), so none is
 	# evaluated; no "# novm" comment exempts a line; a file this Python cannot parse fails (--pessimistic)
-	core=$$($(BIN)/python -c 'import yaml; print(*("plugins/module_utils/core/" + name for name in \
+	core=$$($(BIN)/python -c 'import yaml; print(*("plugins/module_utils/core/node/" + name for name in \
 	  yaml.safe_load(open("roles/node_agent/vars/main.yml"))["node_agent_core_files"]))') && \
 	  $(BIN)/vermin --no-config-file --target=3.9- --violations --no-tips --no-eval-annotations --no-parse-comments --pessimistic \
 	    roles/node_agent/files/nodeops_node_agent.py $$core

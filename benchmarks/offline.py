@@ -54,7 +54,7 @@ def main() -> int:
     args = parser.parse_args()
 
     nodes, requests = cluster(args.size, args.seed)
-    config = {"maxParallelOperations": "10%", "maxUnavailable": "20%"}
+    config = {"max_parallel_operations": "10%", "max_unavailable": "20%"}
     env = clean_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"})
     with tempfile.TemporaryDirectory(prefix="nodeops-offline-bench-") as tmp:
         snapshot = Path(tmp) / "cluster.json"

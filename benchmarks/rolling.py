@@ -37,11 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rfc3339  # noqa: E402
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (  # noqa: E402
-    STATE_KEY,
-    record_name,
-)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import STATE_KEY, record_name  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import rfc3339  # noqa: E402
 from cluster import kwok, nvidia_operator  # noqa: E402
 from cluster.launcher import Cluster, _build_bindir  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402

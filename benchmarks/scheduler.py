@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 sys.path.insert(0, str(ROOT / "tests"))
 import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import (  # noqa: E402
     SchedulerConfig,
     parse_nodes,
     parse_requests,

@@ -1,6 +1,10 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NodeMaintenance request options (spec.cordon, spec.waitForPodCompletion, spec.drainSpec)."""
+"""The NodeMaintenance request options: who asks, where the objects live, and their spec (spec.cordon,
+spec.waitForPodCompletion, spec.drainSpec).
+
+Their argument specs are plugins/module_utils/request_options.py; tests/unit/test_module_docs.py checks that every
+module's argument spec agrees with its rendered documentation."""
 
 from __future__ import annotations
 
@@ -8,6 +12,19 @@ from __future__ import annotations
 class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
+  requestor:
+    description:
+      - The requestor ID of the NodeMaintenance objects (C(spec.requestorID)), a DNS-like name such as
+        V(upgrades.example.com).
+    type: str
+    required: true
+  namespace:
+    description: Namespace of the NodeMaintenance objects.
+    type: str
+    default: default
+  name_prefix:
+    description: Objects are named C(<name_prefix>-<node>). By default the prefix is O(requestor).
+    type: str
   cordon:
     description: Whether the node is cordoned during the maintenance (C(spec.cordon)).
     type: bool

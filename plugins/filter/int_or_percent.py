@@ -46,10 +46,7 @@ import re  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.intorpercent import (  # noqa: E402
-    IntOrPercentError,
-    parse,
-)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.intorpercent import IntOrPercentError, parse  # noqa: E402
 
 # [0-9], not \d: \d (like int()) takes every Unicode decimal digit, such as "٣" (U+0663).
 _DIGITS = re.compile(r"\s*-?[0-9]+\s*")

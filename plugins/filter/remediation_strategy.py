@@ -59,7 +59,7 @@ _value:
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import (  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.strategy import (  # noqa: E402
     StrategyError,
     resolve_strategy,
 )

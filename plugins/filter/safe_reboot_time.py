@@ -130,10 +130,7 @@ _value:
 from typing import Any  # noqa: E402
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import (  # noqa: E402
-    SafeTimeError,
-    safe_time,
-)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.safetime import SafeTimeError, safe_time  # noqa: E402
 
 
 def safe_reboot_time(spec: Any, worker_nodes: Any = None, watchdog_timeout: Any = None) -> dict[str, Any]:

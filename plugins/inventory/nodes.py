@@ -30,7 +30,7 @@ options:
     required: true
     type: str
     choices: [nodeops.maintenance.nodes]
-  label_selector:
+  node_selector:
     description: Only the nodes whose labels match this selector, for example V(node-role.kubernetes.io/gpu).
     type: str
   address_types:
@@ -53,7 +53,7 @@ EXAMPLES = r"""
 # gpu.nodes.yml: GPU nodes, grouped by zone, reached over their internal address
 plugin: nodeops.maintenance.nodes
 kubeconfig: ~/.kube/prod
-label_selector: nvidia.com/gpu.present=true
+node_selector: nvidia.com/gpu.present=true
 keyed_groups:
   - key: k8s_labels['topology.kubernetes.io/zone'] | default('none')
     prefix: zone
@@ -72,6 +72,7 @@ from typing import Any  # noqa: E402
 from ansible.errors import AnsibleError, AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
 from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.nodes import node_ready  # noqa: E402
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (  # noqa: E402
     AUTH_ARG_SPEC,
     NODES,
@@ -87,7 +88,7 @@ def node_hostvars(node: dict[str, Any], address_types: list[str]) -> dict[str, A
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     labels = meta.get("labels") or {}
     addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or [] if a.get("address")}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    ready = node_ready(node)
     host = next((addresses[t] for t in address_types if t in addresses), meta.get("name"))
     return {
         "ansible_host": host,
@@ -140,7 +141,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         params = {name: self.get_option(name) for name in AUTH_ARG_SPEC}
         try:
             client = Client.from_params(params)
-            return list(client.list(NODES, label_selector=self.get_option("label_selector"))["items"])
+            return list(client.list(NODES, label_selector=self.get_option("node_selector"))["items"])
         except K8sError as err:
             raise AnsibleParserError(f"nodeops.maintenance.nodes: {err.msg}") from err
         except ImportError as err:

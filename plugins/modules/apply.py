@@ -78,7 +78,7 @@ options:
   wait_timeout:
     description:
       - How many seconds to wait for each object when O(wait=true).
-    type: int
+    type: float
     default: 60
 requirements:
   - PyYAML (only when O(definition) is a string; it comes with ansible-core and kubernetes)
@@ -203,7 +203,7 @@ diff:
         spec: {maxParallelOperations: 1}
 """
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.apply import (
     Applier,
     ApplyError,
@@ -222,13 +222,13 @@ def main() -> None:
             "field_manager": {"type": "str", "default": "nodeops.maintenance"},
             "force_conflicts": {"type": "bool", "default": False},
             "wait": {"type": "bool", "default": True},
-            "wait_timeout": {"type": "int", "default": 60},
+            "wait_timeout": {"type": "float", "default": 60},
         },
         supports_check_mode=True,
     )
     params = module.params
     if params["wait_timeout"] < 0:
-        module.fail_json(msg=f"wait_timeout must be 0 or more seconds, not {params['wait_timeout']}")
+        module.fail_json(msg=f"wait_timeout must be 0 or more seconds, not {params['wait_timeout']:g}")
     try:
         manifests = load_manifests(params["definition"], params["namespace"])
     except ManifestError as exc:

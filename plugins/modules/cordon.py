@@ -33,11 +33,11 @@ options:
   name:
     description:
       - Name of the node, or a list of node names.
-      - Mutually exclusive with O(label_selector); one of the two is required.
+      - Mutually exclusive with O(node_selector); one of the two is required.
     type: list
     elements: str
-    aliases: [node, nodes]
-  label_selector:
+    aliases: [node]
+  node_selector:
     description:
       - A label selector (for example V(node-role.kubernetes.io/gpu=,zone=a)) that picks the nodes.
       - A selector that matches no node is not an error; the result has an empty O(name) list and a warning.
@@ -68,7 +68,7 @@ EXAMPLES = r"""
     group/nodeops.maintenance.k8s:
       kubeconfig: ~/.kube/prod
   nodeops.maintenance.cordon:
-    label_selector: topology.example.com/rack=r12
+    node_selector: topology.example.com/rack=r12
 
 - name: Uncordon a list of nodes and show what changed
   nodeops.maintenance.cordon:
@@ -125,14 +125,14 @@ diff:
     after: {gpu-07: {unschedulable: true}}
 """
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.cordon import (
     CORDONED,
     UNCORDONED,
     cordoned_by,
     missing_names,
     plan_cordon,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.cordon import set_state
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound
@@ -142,12 +142,12 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module imp
 def main() -> None:
     module = K8sModule(
         argument_spec={
-            "name": {"type": "list", "elements": "str", "aliases": ["node", "nodes"]},
-            "label_selector": {"type": "str"},
+            "name": {"type": "list", "elements": "str", "aliases": ["node"]},
+            "node_selector": {"type": "str"},
             "state": {"type": "str", "choices": [CORDONED, UNCORDONED], "default": CORDONED},
         },
-        mutually_exclusive=[("name", "label_selector")],
-        required_one_of=[("name", "label_selector")],
+        mutually_exclusive=[("name", "node_selector")],
+        required_one_of=[("name", "node_selector")],
         supports_check_mode=True,
     )
     names: list[str] | None = module.params["name"]
@@ -160,7 +160,7 @@ def main() -> None:
             except NotFound:
                 nodes = []
         else:
-            listing = client.list(NODES, label_selector=module.params["label_selector"])
+            listing = client.list(NODES, label_selector=module.params["node_selector"])
             nodes = listing["items"]
             if names is not None:
                 wanted = set(names)
@@ -172,7 +172,7 @@ def main() -> None:
                 unknown_nodes=unknown,
             )
         if names is None and not nodes:
-            module.warn(f"label_selector {module.params['label_selector']!r} matched no node.")
+            module.warn(f"node_selector {module.params['node_selector']!r} matched no node.")
 
         by_name = {n["metadata"]["name"]: n for n in nodes}
         plan = plan_cordon(nodes, state)

@@ -19,7 +19,7 @@ description:
     pods need neither); then O(pod_eviction_filters) pick the pods to evict."
   - A rule that blocks the drain fails the task before the first eviction, naming every offending pod and
     the option that would allow it; the cordon this task added is undone, so nothing is changed.
-  - An eviction refused by a PodDisruptionBudget (HTTP 429) is retried with backoff until O(timeout).
+  - An eviction refused by a PodDisruptionBudget (HTTP 429) is retried with backoff until O(timeout_seconds).
     When the deadline passes the task fails, naming the pods still there and the budgets that block them;
     the node stays cordoned unless O(uncordon_on_failure) is set.
   - An eviction answered with a Conflict on the budget (HTTP 409, the API server could not update the
@@ -60,7 +60,9 @@ options:
   pod_selector:
     description:
       - A label selector; only the node's pods that match it are considered (others are not even classified).
+        Empty, every pod on the node.
     type: str
+    default: ""
   pod_eviction_filters:
     description:
       - When set, only pods matching at least one entry are evicted; the others are skipped.
@@ -74,7 +76,7 @@ options:
             a resource whose name matches, for example V(nvidia\\.com/gpu).
         type: str
         required: true
-  grace_period:
+  terminate_grace_period:
     description:
       - Seconds each pod gets to terminate. Unset, each pod's own C(terminationGracePeriodSeconds) is used.
       - V(0) is honoured (immediate termination).
@@ -90,27 +92,31 @@ options:
         PodDisruptionBudget is deleted instead of evicted. Unset (the default), budgets are never bypassed.
       - Every bypass is listed in the task's warnings.
     type: int
-  timeout:
+  timeout_seconds:
     description:
-      - Seconds the drain (evictions and waiting for the pods to be gone) may take before the task fails.
+      - Seconds the drain (evictions and waiting for the pods to be gone) may take before the task fails; V(0)
+        sets no limit.
+      - A NodeMaintenance's C(drainSpec.timeoutSeconds) (C(drain_spec.timeout_seconds) of
+        M(nodeops.maintenance.node_maintenance)).
     type: int
     default: 300
-  concurrency:
+  workers:
     description:
-      - How many evictions are in flight at once (the connection pool is sized to match).
+      - How many evictions are in flight at once (the connection pool is sized to match), at most 256.
     type: int
     default: 32
   wait_for_pod_completion:
     description:
       - Before evicting anything, wait for the node's pods matching O(wait_for_pod_completion.pod_selector)
-        to finish and be deleted on their own. When O(wait_for_pod_completion.timeout) passes, the drain
+        to finish and be deleted on their own. When O(wait_for_pod_completion.timeout_seconds) passes, the drain
         goes on with a warning (the NVIDIA Maintenance Operator's semantics).
     type: dict
     suboptions:
       pod_selector:
-        description: Label selector of the pods to wait for; unset means every pod on the node.
+        description: Label selector of the pods to wait for; empty means every pod on the node.
         type: str
-      timeout:
+        default: ""
+      timeout_seconds:
         description: Seconds to wait; V(0) waits without limit.
         type: int
         default: 0
@@ -135,7 +141,7 @@ EXAMPLES = r"""
   nodeops.maintenance.drain:
     name: gpu-07
     delete_emptydir_data: true
-    timeout: 600
+    timeout_seconds: 600
 
 - name: Only move the GPU workloads, deleting pods still blocked after 5 minutes
   nodeops.maintenance.drain:
@@ -143,14 +149,14 @@ EXAMPLES = r"""
     pod_eviction_filters:
       - by_resource_name_regex: nvidia\.com/gpu
     bypass_pdb_after: 300
-    timeout: 420
+    timeout_seconds: 420
 
 - name: Let batch jobs finish first (at most an hour), then drain
   nodeops.maintenance.drain:
     name: gpu-07
     wait_for_pod_completion:
       pod_selector: workload-class=batch
-      timeout: 3600
+      timeout_seconds: 3600
   register: drained
 
 - name: Which PodDisruptionBudgets would block a drain? (changes nothing)
@@ -261,8 +267,10 @@ diff:
     after: {unschedulable: true}
 """
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.drain import parse_eviction_filters
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from typing import Any
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.drain import parse_eviction_filters
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain import (
     DrainError,
     DrainOptions,
@@ -271,47 +279,36 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain 
     pool_size_for,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import drain_options
 
-MAX_CONCURRENCY = 256
+MAX_WORKERS = 256
+NO_LIMIT = 1e9  # timeout_seconds: 0, as a NodeMaintenance's drainSpec.timeoutSeconds
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "name": {"type": "str", "required": True, "aliases": ["node"]},
+    **drain_options(),
+    "terminate_grace_period": {"type": "int"},
+    "disable_eviction": {"type": "bool", "default": False},
+    "bypass_pdb_after": {"type": "int", "no_log": False},
+    "workers": {"type": "int", "default": 32},
+    "uncordon_on_failure": {"type": "bool", "default": False},
+}
 
 
 def main() -> None:
-    module = K8sModule(
-        argument_spec={
-            "name": {"type": "str", "required": True, "aliases": ["node"]},
-            "force": {"type": "bool", "default": False},
-            "delete_emptydir_data": {"type": "bool", "default": False},
-            "pod_selector": {"type": "str"},
-            "pod_eviction_filters": {
-                "type": "list",
-                "elements": "dict",
-                "options": {"by_resource_name_regex": {"type": "str", "required": True}},
-            },
-            "grace_period": {"type": "int"},
-            "disable_eviction": {"type": "bool", "default": False},
-            "bypass_pdb_after": {"type": "int", "no_log": False},
-            "timeout": {"type": "int", "default": 300},
-            "concurrency": {"type": "int", "default": 32},
-            "wait_for_pod_completion": {
-                "type": "dict",
-                "options": {"pod_selector": {"type": "str"}, "timeout": {"type": "int", "default": 0}},
-            },
-            "uncordon_on_failure": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
+    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    for option in ("grace_period", "bypass_pdb_after", "timeout"):
+    for option in ("terminate_grace_period", "bypass_pdb_after", "timeout_seconds"):
         if p[option] is not None and p[option] < 0:
             module.fail_json(msg=f"{option} must be 0 or more, not {p[option]}.")
-    if not 1 <= p["concurrency"] <= MAX_CONCURRENCY:
-        module.fail_json(msg=f"concurrency must be between 1 and {MAX_CONCURRENCY}, not {p['concurrency']}.")
+    if not 1 <= p["workers"] <= MAX_WORKERS:
+        module.fail_json(msg=f"workers must be between 1 and {MAX_WORKERS}, not {p['workers']}.")
     completion = None
     if p["wait_for_pod_completion"] is not None:
         spec = p["wait_for_pod_completion"]
-        if spec["timeout"] < 0:
-            module.fail_json(msg="wait_for_pod_completion.timeout must be 0 (no limit) or more.")
-        completion = WaitForCompletion(spec["pod_selector"], float(spec["timeout"]))
+        if spec["timeout_seconds"] < 0:
+            module.fail_json(msg="wait_for_pod_completion.timeout_seconds must be 0 (no limit) or more.")
+        completion = WaitForCompletion(spec["pod_selector"] or None, float(spec["timeout_seconds"]))
     try:
         filters = parse_eviction_filters(p["pod_eviction_filters"])
     except ValueError as exc:
@@ -319,13 +316,13 @@ def main() -> None:
     options = DrainOptions(
         force=p["force"],
         delete_emptydir_data=p["delete_emptydir_data"],
-        pod_selector=p["pod_selector"],
+        pod_selector=p["pod_selector"] or None,
         eviction_filters=filters,
-        grace_period=p["grace_period"],
+        grace_period=p["terminate_grace_period"],
         disable_eviction=p["disable_eviction"],
         bypass_pdb_after=p["bypass_pdb_after"],
-        timeout=float(p["timeout"]),
-        concurrency=p["concurrency"],
+        timeout=float(p["timeout_seconds"]) if p["timeout_seconds"] > 0 else NO_LIMIT,
+        concurrency=p["workers"],
         dry_run=module.check_mode,
     )
     module.set_pool_size(pool_size_for(options.concurrency))

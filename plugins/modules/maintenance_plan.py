@@ -92,24 +92,24 @@ options:
     default: skip
   config:
     description:
-      - The limits to plan with, as the C(spec) of a MaintenanceOperatorConfig, instead of reading the
-        C(default) config from the cluster.
+      - The limits to plan with, the fields of a MaintenanceOperatorConfig's C(spec) in snake_case, instead of
+        reading the C(default) config from the cluster.
       - A number given as a string (V("2"), as C(-e) passes it) is taken as that number.
       - Offline, without this option, the built-in defaults apply.
     type: dict
     suboptions:
-      maxParallelOperations:
-        description: A number, or a whole percentage of all nodes such as V(10%) (rounded up).
+      max_parallel_operations:
+        description: C(maxParallelOperations), a number, or a whole percentage of all nodes such as V(10%) (rounded up).
         type: raw
-      maxUnavailable:
-        description: A number, or a whole percentage of all nodes such as V(20%) (rounded down). Unset or
-          negative means no limit.
+      max_unavailable:
+        description: C(maxUnavailable), a number, or a whole percentage of all nodes such as V(20%) (rounded down).
+          Unset or negative means no limit.
         type: raw
-      maxNodeMaintenanceTimeSeconds:
-        description: Accepted for convenience and not used by the plan.
+      max_node_maintenance_time_seconds:
+        description: C(maxNodeMaintenanceTimeSeconds), accepted for convenience and not used by the plan.
         type: int
-      logLevel:
-        description: Accepted for convenience and not used by the plan.
+      log_level:
+        description: C(logLevel), accepted for convenience and not used by the plan.
         type: str
 notes:
   - The rollout is a model. Each wave starts when everything before it has completed and been released; a
@@ -142,15 +142,15 @@ EXAMPLES = r"""
 - name: What if maxUnavailable were 20%? (live nodes and requests, other limits)
   nodeops.maintenance.maintenance_plan:
     config:
-      maxParallelOperations: 3
-      maxUnavailable: 20%
+      max_parallel_operations: 3
+      max_unavailable: 20%
 
 - name: Offline, from files saved with kubectl get -o json
   nodeops.maintenance.maintenance_plan:
     nodes: "{{ lookup('ansible.builtin.file', 'nodes.json') | from_json }}"
     node_maintenances: "{{ lookup('ansible.builtin.file', 'nodemaintenances.json') | from_json }}"
     config:
-      maxParallelOperations: 2
+      max_parallel_operations: 2
   delegate_to: localhost
 
 - name: Fail when a request can never be scheduled
@@ -301,16 +301,16 @@ never_scheduled:
       position: 1
       rank: 99
 config:
-  description: The limits the plan used and where they came from.
+  description: The limits the plan used (as O(config) names them) and where they came from.
   returned: always
   type: dict
   contains:
-    maxParallelOperations:
-      description: As configured (a number or a percentage).
+    max_parallel_operations:
+      description: C(maxParallelOperations) as configured (a number or a percentage).
       type: raw
       sample: 20%
-    maxUnavailable:
-      description: As configured; null when unset.
+    max_unavailable:
+      description: C(maxUnavailable) as configured; null when unset.
       type: raw
       sample: 2
     source:
@@ -326,14 +326,14 @@ source:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import (
     NODE_NOT_FOUND,
     SchedulerConfig,
     parse_nodes,
     parse_requests,
     simulate_rollout,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
     MAINTENANCE_CONFIGS,
@@ -344,7 +344,13 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors imp
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 DEFAULT_CONFIG = "default"
-CONFIG_FIELDS = ("maxParallelOperations", "maxUnavailable", "maxNodeMaintenanceTimeSeconds", "logLevel")
+# the config option's sub-options and the MaintenanceOperatorConfig spec fields they stand for
+CONFIG_FIELDS = {
+    "max_parallel_operations": "maxParallelOperations",
+    "max_unavailable": "maxUnavailable",
+    "max_node_maintenance_time_seconds": "maxNodeMaintenanceTimeSeconds",
+    "log_level": "logLevel",
+}
 
 
 def _name(obj: Any) -> str:
@@ -384,10 +390,10 @@ def main() -> None:
             "config": {
                 "type": "dict",
                 "options": {
-                    "maxParallelOperations": {"type": "raw"},
-                    "maxUnavailable": {"type": "raw"},
-                    "maxNodeMaintenanceTimeSeconds": {"type": "int"},
-                    "logLevel": {"type": "str"},
+                    "max_parallel_operations": {"type": "raw"},
+                    "max_unavailable": {"type": "raw"},
+                    "max_node_maintenance_time_seconds": {"type": "int"},
+                    "log_level": {"type": "str"},
                 },
             },
         },
@@ -407,7 +413,8 @@ def main() -> None:
                 if _name(c) == DEFAULT_CONFIG and (c.get("metadata") or {}).get("namespace") == p["config_namespace"]
             ]
             if p["config"] is None and configs:
-                p["config"] = {k: (configs[0].get("spec") or {}).get(k) for k in CONFIG_FIELDS}
+                spec = configs[0].get("spec") or {}
+                p["config"] = {option: spec.get(field) for option, field in CONFIG_FIELDS.items()}
                 config_source = f"MaintenanceOperatorConfig {configs[0].get('metadata', {}).get('namespace')}/default"
                 config_source += " (snapshot)"
     except ValueError as exc:
@@ -418,7 +425,11 @@ def main() -> None:
         nm_objs = as_items(p["node_maintenances"], "node_maintenances") if p["node_maintenances"] is not None else None
         config_spec: dict[str, Any] | None = None
         if p["config"] is not None:
-            config_spec = {k: number_or_percent(v) for k, v in p["config"].items() if v is not None}
+            config_spec = {
+                CONFIG_FIELDS[option]: number_or_percent(value)
+                for option, value in p["config"].items()
+                if value is not None
+            }
             if config_source == "built-in defaults":
                 config_source = "the config option"
         if not offline:
@@ -462,8 +473,8 @@ def main() -> None:
     result.update(rollout.as_dict())
     result["never_scheduled"] = result.pop("never")
     result["config"] = {
-        "maxParallelOperations": config.max_parallel_operations,
-        "maxUnavailable": config.max_unavailable,
+        "max_parallel_operations": config.max_parallel_operations,
+        "max_unavailable": config.max_unavailable,
         "source": config_source,
     }
     result["source"] = "data" if offline else "cluster"

@@ -36,9 +36,11 @@ description:
   - Passes from several processes take turns through a C(coordination.k8s.io) Lease. A pass that cannot get it
     within O(lease_wait) seconds changes nothing and returns RV(busy=true).
   - A pass never blocks for long. A drain runs at most O(step_timeout) seconds in one pass and continues in the
-    next; with O(until_settled=true) the module runs passes until nothing is left to move or O(timeout) passes.
+    next; with O(until_settled=true) the module runs passes until nothing is left to move or O(settle_timeout)
+    passes.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
+  - nodeops.maintenance.reconcile_options
   - nodeops.maintenance.attributes
 attributes:
   check_mode:
@@ -53,12 +55,6 @@ options:
       - Namespace of the NodeMaintenance objects to reconcile. Omit it for every namespace, as the operator does;
         limits computed from one namespace alone ignore the requests in progress elsewhere.
     type: str
-  config_namespace:
-    description:
-      - Namespace of the MaintenanceOperatorConfig named C(default). Without that object the built-in defaults
-        apply (C(maxParallelOperations=1), no C(maxUnavailable), C(maxNodeMaintenanceTimeSeconds=3600)).
-    type: str
-    default: nodeops-maintenance
   lease_name:
     description: Name of the Lease that serialises passes.
     type: str
@@ -81,17 +77,13 @@ options:
   until_settled:
     description:
       - Run passes until no request is left that a pass would move by itself (Pending requests that the limits
-        hold back and Ready requests count as settled), or until O(timeout).
+        hold back and Ready requests count as settled), or until O(settle_timeout).
     type: bool
     default: false
-  timeout:
+  settle_timeout:
     description: Seconds for O(until_settled). The task does not fail when it runs out; RV(settled) says so.
     type: float
     default: 300
-  step_timeout:
-    description: The longest a drain runs within one pass, in seconds.
-    type: float
-    default: 20
   workers:
     description: Requests moved in parallel within a pass.
     type: int
@@ -114,7 +106,7 @@ EXAMPLES = r"""
 - name: Reconcile until every request is Ready or waits for the limits, at most 30 minutes
   nodeops.maintenance.maintenance_reconcile:
     until_settled: true
-    timeout: 1800
+    settle_timeout: 1800
   register: reconcile
 
 - name: What would the next pass do?
@@ -215,7 +207,7 @@ passes:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     PassReport,
     ReconcileOptions,
@@ -223,17 +215,17 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
     reconcile_until_settled,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_options import reconcile_options
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "namespace": {"type": "str"},
-    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
     "lease_name": {"type": "str", "default": "nodeops-maintenance-reconcile"},
     "lease_namespace": {"type": "str"},
     "lease_wait": {"type": "float", "default": 30},
     "lease_duration": {"type": "int", "default": 60},
     "until_settled": {"type": "bool", "default": False},
-    "timeout": {"type": "float", "default": 300},
-    "step_timeout": {"type": "float", "default": 20},
+    "settle_timeout": {"type": "float", "default": 300},
+    **reconcile_options(),
     "workers": {"type": "int", "default": 4},
 }
 
@@ -283,7 +275,7 @@ def main() -> None:
         if module.check_mode:
             reports = [reconciler.run_pass(check_mode=True)]
         elif p["until_settled"]:
-            reports, _settled = reconcile_until_settled(reconciler, p["timeout"])
+            reports, _settled = reconcile_until_settled(reconciler, p["settle_timeout"])
         else:
             reports = [reconciler.run_pass()]
     except NodeopsError as exc:

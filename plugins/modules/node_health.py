@@ -259,12 +259,15 @@ leases:
   elements: dict
   sample: [{node: worker-3, lease: node-worker-3, action: take, duration_seconds: 660}]
 decisions:
-  description: One entry per observed node, with its decision code and the reason.
+  description:
+    - One entry per observed node, with its decision code and the reason.
+    - C(unhealthy_seconds) is how long the longest-held listed condition has held on a node where one holds past its
+      duration (null otherwise, and when a condition has no transition time).
   returned: always
   type: list
   elements: dict
   sample: [{node: worker-3, code: Remediate, reason: "unhealthy (Ready=Unknown); remediating with ...",
-            control_plane: false, matched_conditions: [Ready=Unknown], remediations: []}]
+            control_plane: false, matched_conditions: [Ready=Unknown], remediations: [], unhealthy_seconds: 412.5}]
 status:
   description:
     - The C(NodeHealthCheck) status after the pass (in check mode, the status it would write).
@@ -293,10 +296,8 @@ rereads:
 from datetime import datetime, timezone
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
-    parse_time,
-)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
     HealthInputError,
     HealthPass,

@@ -28,12 +28,12 @@ attributes:
     details: The module changes nothing.
 options:
   name:
-    description: The nodes. With neither O(name) nor O(label_selector), every node.
+    description: The nodes. With neither O(name) nor O(node_selector), every node.
     type: list
     elements: str
     default: []
-    aliases: [node, nodes]
-  label_selector:
+    aliases: [node]
+  node_selector:
     description: A label selector for the nodes (with O(name), the nodes of both).
     type: str
   wait:
@@ -122,14 +122,15 @@ import threading
 import time
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.nodes import node_ready
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import conditions
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.nodes import node_ready
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "name": {"type": "list", "elements": "str", "default": [], "aliases": ["node", "nodes"]},
-    "label_selector": {"type": "str"},
+    "name": {"type": "list", "elements": "str", "default": [], "aliases": ["node"]},
+    "node_selector": {"type": "str"},
     "wait": {"type": "bool", "default": False},
     "wait_for": {"type": "str", "choices": ["ready", "not_ready"], "default": "ready"},
     "rebooted_from": {"type": "dict", "default": {}},
@@ -140,9 +141,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
 
 def describe(node: dict[str, Any]) -> dict[str, Any]:
     status = node.get("status") or {}
-    since = next(
-        (c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None
-    )
+    since = (conditions.of(node, "Ready") or {}).get("lastTransitionTime")
     return {
         "name": node["metadata"]["name"],
         "ready": node_ready(node),
@@ -177,10 +176,9 @@ def main() -> None:
                     msg=f"Node(s) {', '.join(missing)} not found. Check the names with 'kubectl get nodes'."
                 )
             chosen = set(names)
-            if p["label_selector"]:
+            if p["node_selector"]:
                 chosen |= {
-                    n["metadata"]["name"]
-                    for n in module.client.list(NODES, label_selector=p["label_selector"])["items"]
+                    n["metadata"]["name"] for n in module.client.list(NODES, label_selector=p["node_selector"])["items"]
                 }
             elif not names:
                 chosen = set(everything)

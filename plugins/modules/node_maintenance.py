@@ -27,6 +27,7 @@ description:
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.request_options
+  - nodeops.maintenance.reconcile_options
   - nodeops.maintenance.attributes
 attributes:
   check_mode:
@@ -40,26 +41,13 @@ options:
     type: list
     elements: str
     required: true
-    aliases: [node, nodes]
-  requestor:
-    description:
-      - The requestor ID (C(spec.requestorID)), a DNS-like name such as V(upgrades.example.com).
-    type: str
-    required: true
+    aliases: [node]
   state:
     description:
       - V(present) requests maintenance; V(absent) releases it.
     type: str
     choices: [present, absent]
     default: present
-  namespace:
-    description: Namespace of the NodeMaintenance objects.
-    type: str
-    default: default
-  name_prefix:
-    description:
-      - Objects are named C(<name_prefix>-<node>). By default the prefix is O(requestor).
-    type: str
   wait:
     description: Wait until every request is Ready (O(state=present)) or released (O(state=absent)).
     type: bool
@@ -77,14 +65,6 @@ options:
     type: str
     choices: [builtin, operator]
     default: builtin
-  config_namespace:
-    description: Namespace of the MaintenanceOperatorConfig C(default) and of the Lease (O(engine=builtin)).
-    type: str
-    default: nodeops-maintenance
-  step_timeout:
-    description: The longest a drain runs within one reconcile pass (O(engine=builtin)).
-    type: float
-    default: 20
 seealso:
   - module: nodeops.maintenance.maintenance_reconcile
   - module: nodeops.maintenance.maintenance_plan
@@ -157,7 +137,7 @@ overrides:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
     Reconciler,
@@ -165,7 +145,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
     ABSENT,
     DELETING,
-    REQUEST_ARGUMENT_SPEC,
     UNCHANGED,
     RequestError,
     Requests,
@@ -176,19 +155,17 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     nm_spec,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_options import reconcile_options
+from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import request_options
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "name": {"type": "list", "elements": "str", "required": True, "aliases": ["node", "nodes"]},
-    "requestor": {"type": "str", "required": True},
+    "name": {"type": "list", "elements": "str", "required": True, "aliases": ["node"]},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-    "namespace": {"type": "str", "default": "default"},
-    "name_prefix": {"type": "str"},
-    **REQUEST_ARGUMENT_SPEC,
+    **request_options(),
     "wait": {"type": "bool", "default": False},
     "wait_timeout": {"type": "float", "default": 600},
     "engine": {"type": "str", "choices": ["builtin", "operator"], "default": "builtin"},
-    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
-    "step_timeout": {"type": "float", "default": 20},
+    **reconcile_options(),
 }
 
 

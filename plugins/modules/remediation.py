@@ -35,11 +35,11 @@ description:
     not capable too (the safe time could not count it); a missing one, or 0, counts as 60 s.
   - Nothing is done for a node under maintenance (a C(NodeMaintenance) in progress) or labelled
     C(remediation.medik8s.io/exclude-from-remediation=true), nor for an object the C(NodeHealthCheck) marked timed out.
-  - Each run makes one pass; with O(wait_timeout) it keeps passing while an object waits for something due within it.
+  - Each run makes one pass; with O(settle_timeout) it keeps passing while an object waits for something due within it.
     Progress is kept in the objects, so the next run continues where this one stopped.
   - A run acts on a node only while it holds that node's C(coordination.k8s.io) Lease C(nodeops-remediation-<node>) (in
     O(config_namespace), else the object's namespace), and writes only while it can show it holds it; a node whose Lease
-    another run holds is left to that run (code C(Busy)). With O(wait_timeout) the run waits for that Lease until its
+    another run holds is left to that run (code C(Busy)). With O(settle_timeout) the run waits for that Lease until its
     holder gives it up or its hold runs out (a run that died holding it never gives it up; the Lease lasts 60 s after
     its last renewal), then goes on with the node. The credential needs C(get), C(create) and C(update) on Leases
     there.
@@ -75,7 +75,7 @@ options:
         (annotation C(self-node-remediation.medik8s.io/watchdog-timeout)); it can lengthen the safe time, never shorten
         it. 0 or less, like a missing annotation, counts as unknown (60 s).
     type: float
-  wait_timeout:
+  settle_timeout:
     description:
       - Seconds this run may keep passing while an object waits (the safe time, pods going away).
       - V(0) makes one pass and returns; the next run continues.
@@ -157,7 +157,7 @@ EXAMPLES = r"""
 - name: Remediate and wait up to 5 minutes for the safe time and the recovery
   nodeops.maintenance.remediation:
     namespace: nodeops-maintenance
-    wait_timeout: 300
+    settle_timeout: 300
   register: remediation
 
 - name: What the next step would be
@@ -285,8 +285,8 @@ waiting:
 from datetime import datetime, timezone
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import parse_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
     RemediationManager,
@@ -354,7 +354,7 @@ def main() -> None:
             "name": {"type": "str"},
             "config_namespace": {"type": "str"},
             "watchdog_timeout": {"type": "float"},
-            "wait_timeout": {"type": "float", "default": 0},
+            "settle_timeout": {"type": "float", "default": 0},
             "events": {"type": "bool", "default": True},
             **{option: {"type": "list", "elements": "dict"} for option in OFFLINE_KINDS},
             "snapshot": {"type": "list", "elements": "path"},
@@ -374,8 +374,8 @@ def main() -> None:
                 msg=f"{offline_only} is only for offline mode (with remediations or snapshot); a live run reads "
                 "the cluster."
             )
-    if params["wait_timeout"] < 0:
-        module.fail_json(msg="wait_timeout: give 0 or more seconds.")
+    if params["settle_timeout"] < 0:
+        module.fail_json(msg="settle_timeout: give 0 or more seconds.")
     manager = RemediationManager(
         module.client,
         _now,
@@ -385,7 +385,7 @@ def main() -> None:
         watchdog_timeout=params["watchdog_timeout"],
     )
     try:
-        outcomes = manager.run(params["namespace"], params["name"], params["wait_timeout"])
+        outcomes = manager.run(params["namespace"], params["name"], params["settle_timeout"])
     except NodeopsError as exc:  # a K8sError with its reason and status, or a configuration it cannot use
         for warning in manager.warnings:
             module.warn(warning)

@@ -30,6 +30,7 @@ description:
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.request_options
+  - nodeops.maintenance.reconcile_options
   - nodeops.maintenance.attributes
 attributes:
   check_mode:
@@ -53,31 +54,15 @@ options:
         where it stopped; a run whose nodes are all finished does nothing. Use a new run ID for a new run.
     type: str
     required: true
-  requestor:
-    description: The requestor ID of the run's NodeMaintenance objects (C(spec.requestorID)).
-    type: str
-    required: true
-  nodes:
+  node_names:
     description:
-      - The target nodes (O(step=start)). With O(node_selector), the nodes of both.
+      - The target nodes by name (O(step=start)). With O(node_selector), the nodes of both.
     type: list
     elements: str
     default: []
   node_selector:
     description: A label selector for more target nodes (O(step=start)).
     type: str
-  namespace:
-    description: Namespace of the NodeMaintenance objects.
-    type: str
-    default: default
-  name_prefix:
-    description: Objects are named C(<name_prefix>-<node>). By default the prefix is O(requestor).
-    type: str
-  config_namespace:
-    description:
-      - Namespace of the MaintenanceOperatorConfig C(default), of the reconcile Lease and of the run's record.
-    type: str
-    default: nodeops-maintenance
   engine:
     description:
       - V(builtin) runs the reconcile passes itself; V(operator) only watches, for a cluster where the NVIDIA
@@ -157,10 +142,6 @@ options:
     description: Seconds between two looks at the cluster when nothing moved.
     type: float
     default: 0.5
-  step_timeout:
-    description: The longest a drain runs within one reconcile pass (O(engine=builtin)).
-    type: float
-    default: 20
   workers:
     description: Requests moved in parallel within a reconcile pass (O(engine=builtin)).
     type: int
@@ -326,8 +307,7 @@ lines:
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
     INTERRUPTED_POLICIES,
     PENDING,
     RollingError,
@@ -339,11 +319,11 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling i
     record_name,
     sort_outcomes,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
-    REQUEST_ARGUMENT_SPEC,
     RequestError,
     for_engine,
     nm_spec,
@@ -356,17 +336,16 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rollin
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_options import reconcile_options
+from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import request_options
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "step": {"type": "str", "required": True, "choices": ["start", "next_wave", "finish", "summary"]},
     "run_id": {"type": "str", "required": True},
-    "requestor": {"type": "str", "required": True},
-    "nodes": {"type": "list", "elements": "str", "default": []},
+    "node_names": {"type": "list", "elements": "str", "default": []},
     "node_selector": {"type": "str"},
-    "namespace": {"type": "str", "default": "default"},
-    "name_prefix": {"type": "str"},
-    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
-    **REQUEST_ARGUMENT_SPEC,
+    **request_options(),
+    **reconcile_options(),
     "engine": {"type": "str", "choices": ["builtin", "operator"], "default": "builtin"},
     "interrupted": {"type": "str", "choices": list(INTERRUPTED_POLICIES), "default": "release"},
     "retry_failed": {"type": "bool", "default": False},
@@ -381,7 +360,6 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "release_failed": {"type": "bool", "default": False},
     "max_fail_percentage": {"type": "float", "default": 0},
     "poll_interval": {"type": "float", "default": 0.5},
-    "step_timeout": {"type": "float", "default": 20},
     "workers": {"type": "int", "default": 16},
 }
 
@@ -430,7 +408,7 @@ def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
 
 def targets(module: K8sModule) -> list[str]:
     p = module.params
-    names = list(p["nodes"])
+    names = list(p["node_names"])
     if p["node_selector"]:
         selected = module.client.list(NODES, label_selector=p["node_selector"])["items"]
         names += sorted(n["metadata"]["name"] for n in selected)

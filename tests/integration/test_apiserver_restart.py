@@ -229,7 +229,7 @@ def test_a_drain_rides_out_an_apiserver_restart(
     core = k8s.CoreV1Api(api)
     tag, node, spare = drain_pool
     before = web_on_one_node(api, namespace, tag, node, spare)
-    proc = start_module("drain", {**token_auth(cluster), "name": node, "timeout": DRAIN_TIMEOUT})
+    proc = start_module("drain", {**token_auth(cluster), "name": node, "timeout_seconds": DRAIN_TIMEOUT})
     try:
 
         def evicting() -> bool:
@@ -389,7 +389,7 @@ def test_a_reconcile_until_settled_rides_out_an_apiserver_restart(
         "namespace": namespace,
         "config_namespace": namespace,
         "until_settled": True,
-        "timeout": RECONCILE_TIMEOUT,
+        "settle_timeout": RECONCILE_TIMEOUT,
     }
     proc = start_module("maintenance_reconcile", args)
     try:

@@ -61,12 +61,12 @@ def test_check_mode_changes_nothing(cluster: Any, api: k8s.ApiClient, nodes: lis
     assert not any(unschedulable(api, n) for n in nodes)
 
 
-def test_label_selector_selects_the_nodes(cluster: Any, api: k8s.ApiClient, nodes: list[str]) -> None:
+def test_node_selector_selects_the_nodes(cluster: Any, api: k8s.ApiClient, nodes: list[str]) -> None:
     tag = k8s.CoreV1Api(api).read_node(nodes[0]).metadata.labels["cordon-test"]
-    run = run_module("cordon", {**token_auth(cluster), "label_selector": f"cordon-test={tag}"})
+    run = run_module("cordon", {**token_auth(cluster), "node_selector": f"cordon-test={tag}"})
     assert sorted(run.result["changed_nodes"]) == sorted(nodes)
     assert all(unschedulable(api, n) for n in nodes)
-    none = run_module("cordon", {**token_auth(cluster), "label_selector": "cordon-test=matches-nothing"})
+    none = run_module("cordon", {**token_auth(cluster), "node_selector": "cordon-test=matches-nothing"})
     assert none.result["changed"] is False
     assert any("matched no node" in w for w in none.result.get("warnings", []))
 

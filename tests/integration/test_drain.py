@@ -229,7 +229,7 @@ def test_pdb_max_unavailable_one_is_honoured(
     before = spread_setup(api, namespace, node, spare, tag, 3, {"maxUnavailable": 1})
     watcher = HealthyPods(Client.from_params(token_auth(cluster), pool_size=2), namespace, "app=web")
     try:
-        run = run_module("drain", {**token_auth(cluster), "name": node, "timeout": 120})
+        run = run_module("drain", {**token_auth(cluster), "name": node, "timeout_seconds": 120})
     finally:
         watcher.stop()
     assert not run.failed, run.result
@@ -261,7 +261,7 @@ def test_unsatisfiable_pdb_blocks_until_the_deadline_and_bypass_drains(
     assert not unschedulable(api, node), "check mode changes nothing"
     assert set(pods_on(core, node, namespace)) == set(before)
 
-    blocked = run_module("drain", {**auth, "name": node, "timeout": 4})
+    blocked = run_module("drain", {**auth, "name": node, "timeout_seconds": 4})
     assert blocked.failed
     assert blocked.result["msg"].startswith(f"Drain of node {node} timed out after 4s")
     assert "eviction refused by PodDisruptionBudget web-pdb for " in blocked.result["msg"]
@@ -272,7 +272,7 @@ def test_unsatisfiable_pdb_blocks_until_the_deadline_and_bypass_drains(
     assert unschedulable(api, node), "the node stays cordoned after a failed drain"
     assert set(pods_on(core, node, namespace)) == set(before)
 
-    bypass = run_module("drain", {**auth, "name": node, "bypass_pdb_after": 1, "timeout": 60})
+    bypass = run_module("drain", {**auth, "name": node, "bypass_pdb_after": 1, "timeout_seconds": 60})
     assert not bypass.failed, bypass.result
     pods = by_name(bypass.result)
     assert {n: (p["action"], p.get("reason")) for n, p in pods.items()} == dict.fromkeys(
@@ -288,24 +288,31 @@ def test_uncordon_on_failure_only_undoes_its_own_cordon(
     tag, (node, spare) = pool
     spread_setup(api, namespace, node, spare, tag, 1, {"maxUnavailable": 0})
     auth = token_auth(cluster)
-    run = run_module("drain", {**auth, "name": node, "timeout": 1, "uncordon_on_failure": True})
+    run = run_module("drain", {**auth, "name": node, "timeout_seconds": 1, "uncordon_on_failure": True})
     assert run.failed
     assert "uncordoned again" in run.result["msg"]
     assert not unschedulable(api, node)
     k8s.CoreV1Api(api).patch_node(node, {"spec": {"unschedulable": True}})
-    run = run_module("drain", {**auth, "name": node, "timeout": 1, "uncordon_on_failure": True})
+    run = run_module("drain", {**auth, "name": node, "timeout_seconds": 1, "uncordon_on_failure": True})
     assert run.failed
     assert run.result["was_cordoned"] is True
     assert unschedulable(api, node), "someone else's cordon is never undone"
 
 
-def test_grace_period_zero_and_disable_eviction(
+def test_terminate_grace_period_zero_and_disable_eviction(
     cluster: Any, api: k8s.ApiClient, pool: tuple[str, list[str]], namespace: str
 ) -> None:
     tag, (node, spare) = pool
     before = spread_setup(api, namespace, node, spare, tag, 2, {"maxUnavailable": 0})
     run = run_module(
-        "drain", {**token_auth(cluster), "name": node, "grace_period": 0, "disable_eviction": True, "timeout": 30}
+        "drain",
+        {
+            **token_auth(cluster),
+            "name": node,
+            "terminate_grace_period": 0,
+            "disable_eviction": True,
+            "timeout_seconds": 30,
+        },
     )
     assert not run.failed, run.result
     assert {n: p["action"] for n, p in by_name(run.result).items()} == dict.fromkeys(before, "deleted")
@@ -342,7 +349,7 @@ def test_wait_for_pod_completion_times_out_and_goes_on(
             **token_auth(cluster),
             "name": node,
             "force": True,
-            "wait_for_pod_completion": {"pod_selector": "class=batch", "timeout": 2},
+            "wait_for_pod_completion": {"pod_selector": "class=batch", "timeout_seconds": 2},
         },
     )
     assert not run.failed, run.result

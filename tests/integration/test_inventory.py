@@ -58,7 +58,7 @@ def test_hosts_groups_addresses_and_constructed(
         tmp_path / "k.nodes.yml",
         {
             "kubeconfig": str(cluster.kubeconfig),
-            "label_selector": f"inv={tag}",
+            "node_selector": f"inv={tag}",
             "keyed_groups": [{"key": "k8s_labels.zone | default('none')", "prefix": "zone"}],
             "groups": {"gpu_ready": "'gpu' in k8s_roles and k8s_ready"},
             "compose": {"ansible_user": "'maint'"},
@@ -80,7 +80,7 @@ def test_hosts_groups_addresses_and_constructed(
     assert hostvars[cpu]["k8s_unschedulable"] is True
     by_hostname = inventory(
         tmp_path / "h.nodes.yml",
-        {"kubeconfig": str(cluster.kubeconfig), "label_selector": f"inv={tag}", "address_types": ["Hostname"]},
+        {"kubeconfig": str(cluster.kubeconfig), "node_selector": f"inv={tag}", "address_types": ["Hostname"]},
     )
     assert by_hostname["_meta"]["hostvars"][cpu]["ansible_host"] == cpu
 
@@ -95,7 +95,7 @@ def test_k8s_auth_env_and_cache(
         "K8S_AUTH_SSL_CA_CERT": str(cluster.ca_file),
     }
     config = {
-        "label_selector": f"inv={tag}",
+        "node_selector": f"inv={tag}",
         "cache": True,
         "cache_plugin": "ansible.builtin.jsonfile",
         "cache_connection": str(tmp_path / "cache"),
@@ -142,7 +142,7 @@ def test_what_a_node_reports_is_never_templated(cluster: Any, api: k8s.ApiClient
                 {
                     "plugin": "nodeops.maintenance.nodes",
                     "kubeconfig": str(cluster.kubeconfig),
-                    "label_selector": f"inv-evil={name}",
+                    "node_selector": f"inv-evil={name}",
                 }
             )
         )

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import FINALIZER
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import FINALIZER
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     PassReport,
     ReconcileOptions,
@@ -118,7 +118,7 @@ def test_thirty_nodes_two_requestors_within_the_limits(
             assert rounds <= 20, f"no progress: released {sorted(released)}"
             run = run_module(
                 "maintenance_reconcile",
-                reconcile_args(cluster, namespace, until_settled=True, timeout=120),
+                reconcile_args(cluster, namespace, until_settled=True, settle_timeout=120),
                 timeout=240,
             )
             assert not run.failed, run.result

@@ -127,8 +127,8 @@ def test_plan_from_the_cluster(cluster: Any, api: k8s.ApiClient, scenario: dict[
     r = run.result
     assert r["changed"] is False and r["source"] == "cluster"
     assert r["config"] == {
-        "maxParallelOperations": 3,
-        "maxUnavailable": scenario["foreign_down"] + 4,
+        "max_parallel_operations": 3,
+        "max_unavailable": scenario["foreign_down"] + 4,
         "source": f"MaintenanceOperatorConfig {ns}/default",
     }
     assert (r["available_slots"], r["can_become_unavailable"]) == (2, 1)
@@ -174,14 +174,14 @@ def test_offline_from_data_needs_no_cluster(
     node_list = api.sanitize_for_serialization(k8s.CoreV1Api(api).list_node())
     nm_list = k8s.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, ns, NM_PLURAL)
     known = [item for item in nm_list["items"] if item["metadata"]["name"] != "ghost"]
-    config = {"maxParallelOperations": "3", "maxUnavailable": scenario["foreign_down"] + 4}
+    config = {"max_parallel_operations": "3", "max_unavailable": scenario["foreign_down"] + 4}
     # No connection option and no K8S_AUTH_* / KUBECONFIG in the environment: nothing to connect to.
     args = {"nodes": node_list, "node_maintenances": known, "config": config}
     run = run_module("maintenance_plan", args, env={"KUBECONFIG": "/nonexistent"})
     assert not run.failed, run.result
     r = run.result
     assert r["source"] == "data" and r["config"]["source"] == "the config option"
-    assert r["config"]["maxParallelOperations"] == 3  # "3", as -e passes numbers, is taken as 3
+    assert r["config"]["max_parallel_operations"] == 3  # "3", as -e passes numbers, is taken as 3
     assert sorted(r["scheduled"]) == key(ns, "a-1", "c-6")
     assert [sorted(w["requests"]) for w in r["waves"]] == [
         key(ns, "a-1", "c-6"),
@@ -194,8 +194,8 @@ def test_offline_from_data_needs_no_cluster(
     defaults = run_module("maintenance_plan", {"nodes": node_list, "node_maintenances": {"items": known}})
     assert not defaults.failed, defaults.result
     assert defaults.result["config"] == {
-        "maxParallelOperations": 1,
-        "maxUnavailable": None,
+        "max_parallel_operations": 1,
+        "max_unavailable": None,
         "source": "built-in defaults",
     }
     assert (defaults.result["available_slots"], defaults.result["can_become_unavailable"]) == (0, None)
@@ -211,7 +211,7 @@ def test_offline_from_data_needs_no_cluster(
     assert bad.failed
     assert f"NodeMaintenance {ns}/ghost: spec.nodeName 'plan-gone' is not one of the given nodes" in bad.result["msg"]
 
-    wrong = run_module("maintenance_plan", {**args, "config": {"maxUnavailable": "10.5%"}})
+    wrong = run_module("maintenance_plan", {**args, "config": {"max_unavailable": "10.5%"}})
     assert wrong.failed
     assert "spec.maxUnavailable: '10.5%' is not an integer or a whole percentage" in wrong.result["msg"]
 
@@ -289,8 +289,8 @@ def _offline_nm(name: str, created: Any = "2026-01-01T00:00:00Z") -> dict[str, A
             "NodeMaintenance ops/m: metadata.creationTimestamp: '\u0662\u0660\u0662\u0666-01-01T00:00:00Z' is not an "
             "RFC 3339 timestamp; write it as '2026-01-31T12:00:00Z', with ASCII digits",
         ),
-        ({"config": {"maxParallelOperations": "\u0663"}}, "spec.maxParallelOperations: '\u0663' is not an integer"),
-        ({"config": {"maxUnavailable": "\uff150%"}}, "spec.maxUnavailable: '\uff150%' is not an integer"),
+        ({"config": {"max_parallel_operations": "\u0663"}}, "spec.maxParallelOperations: '\u0663' is not an integer"),
+        ({"config": {"max_unavailable": "\uff150%"}}, "spec.maxUnavailable: '\uff150%' is not an integer"),
     ],
 )
 def test_offline_bad_input_fails_naming_the_field(change: dict[str, Any], message: str) -> None:

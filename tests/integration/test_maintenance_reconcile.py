@@ -212,7 +212,9 @@ def test_request_goes_to_ready_and_is_released(
 
     # The job completes: the wait ends and the drain evicts the deployment's pods.
     core.delete_namespaced_pod("job", namespace)
-    settled = run_module("maintenance_reconcile", reconcile_args(cluster, namespace, until_settled=True, timeout=90))
+    settled = run_module(
+        "maintenance_reconcile", reconcile_args(cluster, namespace, until_settled=True, settle_timeout=90)
+    )
     assert not settled.failed, settled.result
     assert settled.result["settled"] is True
     m0 = get_nm(objs, namespace, "m0")
@@ -264,7 +266,7 @@ def test_someone_cordons_the_node_during_its_maintenance_and_the_release_leaves_
     n0 = nodes[0]
     config(objs, namespace, {"maxParallelOperations": 1})
     objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, nm("m0", n0, drainSpec={}))
-    run = run_module("maintenance_reconcile", reconcile_args(cluster, namespace, until_settled=True, timeout=90))
+    run = run_module("maintenance_reconcile", reconcile_args(cluster, namespace, until_settled=True, settle_timeout=90))
     assert not run.failed, run.result
     assert phase(get_nm(objs, namespace, "m0")) == "Ready" and unschedulable(api, n0)
 
@@ -334,7 +336,7 @@ def test_additional_requestors_hold_the_release(
     objs.create_namespaced_custom_object(
         GROUP, VERSION, namespace, NM_PLURAL, nm("shared", n2, additionalRequestors=["b.example.com"])
     )
-    run = run_module("maintenance_reconcile", reconcile_args(cluster, namespace, until_settled=True, timeout=60))
+    run = run_module("maintenance_reconcile", reconcile_args(cluster, namespace, until_settled=True, settle_timeout=60))
     assert not run.failed, run.result
     assert phase(get_nm(objs, namespace, "shared")) == "Ready" and unschedulable(api, n2)
     objs.delete_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "shared")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import safe_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.safetime import safe_time
 from cluster import kwok
 from integration.test_crds import run_role
 from kubernetes import client

@@ -49,7 +49,7 @@ def start_pass(cluster: Any, namespace: str, *, timeout: float) -> subprocess.Po
         "namespace": namespace,
         "config_namespace": namespace,
         "until_settled": True,
-        "timeout": timeout,
+        "settle_timeout": timeout,
         "lease_duration": LEASE_SECONDS,
         "lease_wait": 120,
         "step_timeout": 300,

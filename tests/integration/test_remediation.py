@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import safe_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.safetime import safe_time
 from cluster import kwok
 from integration.test_node_health import NHC_GROUP, SNR_GROUP, VERSION, crds, nhc_body, template, token_auth
 from kubernetes import client as k8s
@@ -225,7 +225,7 @@ def test_dead_node_is_fenced_then_its_workloads_run_elsewhere(
     assert again.result["remediations"][0]["pods_deleted"] == []
     assert {p.metadata.uid for p in pod_of(core, ns, "db")} == {old["db"].metadata.uid}
 
-    done = run_module("remediation", {**auth, "namespace": ns, "wait_timeout": 150}, timeout=200)
+    done = run_module("remediation", {**auth, "namespace": ns, "settle_timeout": 150}, timeout=200)
     assert not done.failed, done.result
     [outcome] = done.result["remediations"]
     assert outcome["phase"] == "Fencing-Completed", outcome

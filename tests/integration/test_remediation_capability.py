@@ -81,12 +81,12 @@ def test_a_node_without_an_agent_keeps_its_pods_however_long_the_run_waits(
     core = k8s.CoreV1Api(api)
     objs = k8s.CustomObjectsApi(api)
     node, ns = scene["node"], scene["namespace"]
-    outcome = remediate(cluster, ns, wait_timeout=5)
+    outcome = remediate(cluster, ns, settle_timeout=5)
     assert outcome["code"] == "NotRebootCapable" and REBOOT_CAPABLE in outcome["reason"]
     # even an object a run had fenced long ago, should the annotation go, recovers nothing
     status = {"phase": "Pre-Reboot-Completed", "timeAssumedRebooted": "2000-01-01T00:00:00Z"}
     objs.patch_namespaced_custom_object_status(SNR_GROUP, VERSION, ns, "selfnoderemediations", node, {"status": status})
-    outcome = remediate(cluster, ns, wait_timeout=5)
+    outcome = remediate(cluster, ns, settle_timeout=5)
     assert outcome["code"] == "NotRebootCapable" and outcome["pods_deleted"] == []
     assert core.read_namespaced_pod("db-0", ns).metadata.uid == scene["uid"]
     assert NO_SCHEDULE not in {t.key for t in core.read_node(node).spec.taints or ()}
@@ -99,7 +99,7 @@ def test_a_node_without_an_agent_keeps_its_pods_however_long_the_run_waits(
     assert any(e.reason == "RemediationCannotStart" and e.type == "Warning" for e in events)
     # once an agent publishes that it can fence the node, the same object goes on
     core.patch_node(node, {"metadata": {"annotations": {REBOOT_CAPABLE: "true", WATCHDOG: "1"}}})
-    outcome = remediate(cluster, ns, wait_timeout=5)
+    outcome = remediate(cluster, ns, settle_timeout=5)
     assert outcome["pods_deleted"] == [f"{ns}/db-0"], outcome
 
 
@@ -119,7 +119,7 @@ def test_the_safe_time_counts_the_watchdog_timeout_the_agent_published(
     assumed = stamp(snr["status"]["timeAssumedRebooted"])
     assert (assumed - started).total_seconds() >= first["safe_time"]["effective_seconds"]
     # a later pass before that time deletes nothing
-    later = remediate(cluster, ns, wait_timeout=3)
+    later = remediate(cluster, ns, settle_timeout=3)
     assert later["code"] == "WaitingSafeTime" and later["pods_deleted"] == []
     assert core.read_namespaced_pod("db-0", ns).metadata.uid == scene["uid"]
 

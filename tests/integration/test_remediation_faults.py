@@ -177,7 +177,7 @@ def test_killed_run_resumes_and_no_pod_goes_before_the_safe_time(
             "-m",
             "nodeops.maintenance.remediation",
         ]
-        cmd += ["-a", json.dumps({**auth, "namespace": ns, "wait_timeout": 150})]
+        cmd += ["-a", json.dumps({**auth, "namespace": ns, "settle_timeout": 150})]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
         try:
             assumed_text = kwok.wait_until(
@@ -194,7 +194,7 @@ def test_killed_run_resumes_and_no_pod_goes_before_the_safe_time(
         left_pods = sorted(p.metadata.name for p in core.list_namespaced_pod(ns).items)
         assert NO_SCHEDULE in taint_keys(core, node)
 
-        resumed = run_module("remediation", {**auth, "namespace": ns, "wait_timeout": 150}, timeout=300)
+        resumed = run_module("remediation", {**auth, "namespace": ns, "settle_timeout": 150}, timeout=300)
         assert not resumed.failed, resumed.result
         [outcome] = resumed.result["remediations"]
         assert outcome["phase_before"] == left_phase

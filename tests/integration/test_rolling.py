@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import STATE_KEY, record_name
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import STATE_KEY, record_name
 from cluster import kwok
 from cluster.launcher import OPERATOR
 from integration.test_maintenance_acceptance import api_client
@@ -301,13 +301,13 @@ def test_bad_input_changes_nothing(engine: Engine, fleet: tuple[str, list[str]],
     _selector, names = fleet
     tasks, log = tasks_file(tmp_path)
     out = run(
-        command(engine, "", tasks, "bad", "-e", json.dumps({"rolling_nodes": [names[0], "no-such-node"]})),
+        command(engine, "", tasks, "bad", "-e", json.dumps({"rolling_node_names": [names[0], "no-such-node"]})),
         expect_rc=2,
     )
     assert "no-such-node not found" in out
     assert our_requests(api, namespace) == []
     assert maintained(log) == {}
-    bad_limit = {"rolling_nodes": names[:1], "rolling_max_unavailable": "ten"}
+    bad_limit = {"rolling_node_names": names[:1], "rolling_max_unavailable": "ten"}
     out = run(command(engine, "", tasks, "bad", "-e", json.dumps(bad_limit)), expect_rc=2)
     assert "rolling_max_unavailable" in out
     assert our_requests(api, namespace) == []
@@ -359,7 +359,7 @@ def test_reconcile_playbook_prepares_a_request(engine: Engine, fleet: tuple[str,
         "reconcile_namespace": namespace,
         "reconcile_config_namespace": namespace,
         "reconcile_until_settled": True,
-        "reconcile_timeout": 120,
+        "reconcile_settle_timeout": 120,
         "reconcile_kubeconfig": str(cluster.kubeconfig),
     }
     out = run([str(BIN / "ansible-playbook"), "nodeops.maintenance.reconcile", "-e", json.dumps(variables)])
@@ -378,7 +378,7 @@ def test_the_bundled_simulated_reboot_by_its_relative_path(engine: Engine, fleet
     chosen = names[:2]
     core = k8s.CoreV1Api(api)
     boot_ids = {n: core.read_node(n).status.node_info.boot_id for n in chosen}
-    relative = {"rolling_nodes": chosen, "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml"}
+    relative = {"rolling_node_names": chosen, "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml"}
     run(command(engine, "", Path("unused"), "relative", "-e", json.dumps(relative)))
     state = record(engine, "relative")
     assert {n: r["state"] for n, r in state.items()} == dict.fromkeys(chosen, "done")

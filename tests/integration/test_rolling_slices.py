@@ -82,7 +82,7 @@ def test_four_slices_at_once_share_the_cluster_wide_limits(
             variables = {
                 "rolling_run_id": f"chg-1-slice-{index}",
                 "rolling_requestor": REQUESTOR,
-                "rolling_nodes": nodes,
+                "rolling_node_names": nodes,
                 "rolling_maintenance_tasks": str(tasks),
                 "rolling_namespace": namespace,
                 "rolling_config_namespace": namespace,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODE_MAINTENANCES, NODES, Client
 
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -273,6 +274,8 @@ class AgentProcess:
             "rebootCommand": [str(recorder), "reboot"],
             "sysrqTriggerPath": str(directory / "sysrq"),
             "softdogModule": False,
+            # each agent its own metrics port (on loopback, as the default address)
+            "metricsPort": free_port(),
             **FAST,
             **(overrides or {}),
         }
@@ -306,6 +309,15 @@ class AgentProcess:
                 raise AssertionError(f"agent {self.name} exited:\n{self.log.read_text()[-3000:]}") from None
             return None
         return result
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.config.get('metricsAddress', '127.0.0.1')}:{self.config['metricsPort']}/metrics"
+
+    def metrics(self, timeout: float = 10.0) -> str:
+        """The agent's /metrics text (raises while it does not answer)."""
+        with urllib.request.urlopen(self.metrics_url, timeout=timeout) as answer:
+            return str(answer.read().decode("utf-8"))
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

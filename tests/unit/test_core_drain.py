@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import drain as d
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import drain as d
 from hypothesis import given
 from hypothesis import strategies as st
 

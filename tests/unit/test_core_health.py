@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.labelselector import matches
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
     CONTROL_PLANE_CR_LABEL,
     EXCLUDE_LABEL,
@@ -23,7 +24,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health im
     min_healthy_for,
     parse_time,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.labelselector import matches
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -419,8 +419,11 @@ def test_as_dict_is_plain_data() -> None:
         "control_plane": False,
         "matched_conditions": ["Ready=Unknown"],
         "remediations": [],
+        "unhealthy_seconds": 999.0,
     }
     assert out["unhealthy_nodes"] == ["a"] and out["phase"] == "Enabled"
+    # a healthy node has no unhealthy time
+    assert out["decisions"][1]["unhealthy_seconds"] is None
 
 
 # -- properties -------------------------------------------------------------------------------

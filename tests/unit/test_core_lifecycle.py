@@ -1,17 +1,17 @@
-"""The NodeMaintenance lifecycle (core/lifecycle.py): every transition of the NVIDIA operator's states."""
+"""The NodeMaintenance lifecycle (core/maintenance/lifecycle.py): every transition of the NVIDIA operator's states."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.cordon import (
     CORDONED_BY_ANNOTATION,
     ENGINE_FIELD_MANAGER,
     cordoned_by,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import (
     FINALIZER,
     INITIAL_UNSCHEDULABLE_ANNOTATION,
 )
@@ -333,8 +333,10 @@ def test_deletion_without_our_finalizer_and_node_gone() -> None:
 
 
 def test_condition_keeps_the_transition_time_while_the_status_stays() -> None:
-    first = lc.condition("Cordon", 2, NOW, None)
-    assert first == {
+    other = {"type": "Other", "status": "True", "reason": "x", "message": "", "lastTransitionTime": "t"}
+    conditions: list[dict[str, Any]] = [other]
+    assert lc.set_ready(conditions, "Cordon", 2, NOW)
+    first = {
         "type": "Ready",
         "status": "False",
         "reason": "Cordon",
@@ -342,10 +344,18 @@ def test_condition_keeps_the_transition_time_while_the_status_stays() -> None:
         "lastTransitionTime": "2027-01-15T08:00:00Z",
         "observedGeneration": 2,
     }
-    later = lc.condition("Draining", 2, NOW + 60, first)
-    assert later["lastTransitionTime"] == first["lastTransitionTime"]
-    ready = lc.condition("Ready", 2, NOW + 60, later)
-    assert ready["status"] == "True" and ready["lastTransitionTime"] == lc.rfc3339(NOW + 60)
+    assert conditions == [other, first]
+    assert lc.set_ready(conditions, "Draining", 2, NOW + 60)
+    assert conditions[1] == {**first, "reason": "Draining"}
+    assert not lc.set_ready(conditions, "Draining", 2, NOW + 120)
+    assert lc.set_ready(conditions, "Ready", 3, NOW + 60)
+    assert conditions[1] == {
+        **first,
+        "reason": "Ready",
+        "status": "True",
+        "observedGeneration": 3,
+        "lastTransitionTime": lc.rfc3339(NOW + 60),
+    }
 
 
 def test_unknown_reason_is_left_alone() -> None:

@@ -1,4 +1,4 @@
-"""The node agent's decision table (core/peer.py) and its configuration limits (core/agentconfig.py)."""
+"""The node agent's decision table (core/node/peer.py) and its configuration limits (core/node/agentconfig.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import agentconfig, safetime
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.peer import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import agentconfig, safetime
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.peer import (
     API_ERROR,
     BUSY,
     HEALTHY,
@@ -281,7 +281,7 @@ def test_limits_table_matches_the_crd() -> None:
             rule = prop["x-kubernetes-validations"][0]["rule"]
             text = re.search(r"duration\('([^']+)'\)", rule)
             assert text is not None
-            from ansible_collections.nodeops.maintenance.plugins.module_utils.core.duration import parse_duration
+            from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.duration import parse_duration
 
             assert parse_duration(text.group(1), name) == spec["minimum"], name
         elif spec["kind"] == "integer":
@@ -358,7 +358,7 @@ SHIPPED_CORE = yaml.safe_load((ROOT / "roles/node_agent/vars/main.yml").read_tex
 
 @pytest.mark.parametrize("name", SHIPPED_CORE)
 def test_agent_core_files_parse_as_python_3_9(name: str) -> None:
-    path = ROOT / "plugins/module_utils/core" / name
+    path = ROOT / "plugins/module_utils/core/node" / name
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source, feature_version=(3, 9))
     assert "from __future__ import annotations" in source or name == "__init__.py"

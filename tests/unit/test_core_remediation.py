@@ -1,4 +1,4 @@
-"""core/remediation.py: the Self Node Remediation manager's steps, with time as a parameter."""
+"""core/remediation/steps.py: the Self Node Remediation manager's steps, with time as a parameter."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.steps import (
     FENCING_COMPLETED,
     FINALIZER,
     NO_SCHEDULE_TAINT_KEY,
@@ -330,7 +330,7 @@ def test_a_node_that_becomes_capable_is_fenced_and_a_deleted_object_still_cleans
 def test_a_time_assumed_rebooted_that_cannot_be_used_names_the_field(stamp: str, why: str) -> None:
     """A ValueError or OverflowError (timeAssumedRebooted + the 60 s out-of-service expiry) before; the module
     turns HealthSpecError into a failure with this message."""
-    from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import HealthSpecError
+    from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import HealthSpecError
 
     obj = snr(REBOOT_COMPLETED)
     obj["status"]["timeAssumedRebooted"] = stamp

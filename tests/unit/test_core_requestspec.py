@@ -1,17 +1,15 @@
-"""What a request asks for (core/requestspec.py): compared by meaning, and as the NVIDIA operator stores it."""
+"""What a request asks for (core/maintenance/requestspec.py): compared by meaning, and as the NVIDIA operator
+stores it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import requestspec as rs
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import requestspec as rs
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import drain_options
-from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
-    REQUEST_ARGUMENT_SPEC,
-    for_engine,
-    nm_spec,
-)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import for_engine, nm_spec
+from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import request_options
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -62,7 +60,7 @@ def options(**given_options: Any) -> dict[str, Any]:
     out.update(given_options)
     for key in ("wait_for_pod_completion", "drain_spec"):
         if out[key] is not None:
-            sub = REQUEST_ARGUMENT_SPEC[key]["options"]
+            sub = request_options()[key]["options"]
             out[key] = {name: out[key].get(name, spec.get("default")) for name, spec in sub.items()}
     return out
 

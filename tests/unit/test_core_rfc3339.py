@@ -1,4 +1,4 @@
-"""RFC 3339 timestamps (core/rfc3339.py): impossible dates, the edges of the years 0001-9999, ASCII digits only."""
+"""RFC 3339 timestamps (core/node/rfc3339.py): impossible dates, the edges of the years 0001-9999, ASCII digits only."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import unicodedata
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rfc3339
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import rfc3339
 from hypothesis import given
 from hypothesis import strategies as st
 

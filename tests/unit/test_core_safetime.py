@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.duration import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.duration import (
     DurationError,
     parse_duration,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.safetime import (
     SafeTimeError,
     effective_peer_request_timeout,
     peer_batches,
@@ -15,7 +15,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.safetime 
     software_fallback,
     watchdog_seconds,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strategy import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.strategy import (
     StrategyError,
     parse_version,
     resolve_strategy,

@@ -6,9 +6,9 @@ import random
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import scheduler as sch
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.intorpercent import IntOrPercentError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import scheduler as sch
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import (
     MaintenanceRequest,
     NodeState,
     SchedulerConfig,

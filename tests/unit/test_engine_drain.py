@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import drain as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import drain as core
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.drain import (
     DrainError,
     DrainOptions,

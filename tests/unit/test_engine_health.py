@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import evaluate
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import evaluate
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
     REEVALUATIONS,
     Busy,

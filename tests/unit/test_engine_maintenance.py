@@ -7,13 +7,13 @@ import threading
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.cordon import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.cordon import (
     CORDONED_BY_ANNOTATION,
     ENGINE_FIELD_MANAGER,
     owns_unschedulable,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.scheduler import FINALIZER
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import FINALIZER
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
     Reconciler,

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.steps import (
     FINALIZER,
     NO_SCHEDULE_TAINT_KEY,
     OUT_OF_SERVICE_TAINT_KEY,

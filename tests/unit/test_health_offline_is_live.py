@@ -9,8 +9,8 @@ import copy
 from datetime import timedelta
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import nodelease
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import nodelease
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     HEALTHY_DELAY_ANNOTATION,
     STORM_ACTIVE,
     STORM_COOLDOWN_ACTIVE,

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import CONFIGMAPS, NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 from ansible_collections.nodeops.maintenance.plugins.modules import rolling_maintenance
@@ -62,7 +62,7 @@ def checked(api: Api, capsys: pytest.CaptureFixture[str], **params: Any) -> dict
 
 # ============================================================================== start
 def test_check_mode_start_of_a_new_run_would_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
-    result = checked(api, capsys, step="start", nodes=["n0", "n1"])
+    result = checked(api, capsys, step="start", node_names=["n0", "n1"])
     assert result["changed"] is True
     assert [(r["node"], r["action"]) for r in result["requested"]] == [("n0", "created"), ("n1", "created")]
     assert result["pending"] == ["n0", "n1"]
@@ -70,9 +70,9 @@ def test_check_mode_start_of_a_new_run_would_change(api: Api, capsys: pytest.Cap
 
 def test_check_mode_start_of_a_started_run_would_not_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
     started(api, "n0", "n1")
-    result = checked(api, capsys, step="start", nodes=["n0", "n1"])
+    result = checked(api, capsys, step="start", node_names=["n0", "n1"])
     assert result["changed"] is False
-    assert run_module(capsys, False, step="start", nodes=["n0", "n1"])["changed"] is False
+    assert run_module(capsys, False, step="start", node_names=["n0", "n1"])["changed"] is False
 
 
 # ============================================================================== next_wave

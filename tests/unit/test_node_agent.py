@@ -95,6 +95,8 @@ def test_check_config_accepts_a_valid_file(tmp_path: Path, pki: dict[str, Any], 
         ("maxApiErrorThreshold", 0, "maxApiErrorThreshold: 0 is below the minimum of 1"),
         ("peerUpdateInterval", "1m30", "peerUpdateInterval: '1m30' is not a duration"),
         ("tokenFile", "/nonexistent/token", "tokenFile: /nonexistent/token is not readable"),
+        ("metricsPort", 70000, "metricsPort: 70000 is above the maximum of 65535"),
+        ("metricsAddress", "", "metricsAddress: must not be empty while metricsPort is set"),
     ],
 )
 def test_check_config_names_the_field(
@@ -697,7 +699,7 @@ def test_the_role_ships_every_core_file_the_agent_imports() -> None:
     import yaml
 
     root = Path(__file__).resolve().parents[2]
-    core = root / "plugins" / "module_utils" / "core"
+    core = root / "plugins" / "module_utils" / "core" / "node"
     shipped = set(
         yaml.safe_load((root / "roles" / "node_agent" / "vars" / "main.yml").read_text())["node_agent_core_files"]
     )

@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import nodelease
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import nodelease
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     TIMED_OUT_ANNOTATION,
     Code,
     evaluate,

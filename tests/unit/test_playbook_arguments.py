@@ -317,10 +317,13 @@ AGENT = {"node_agent_become": False, "node_agent_manage_service": False}
         ),
         (
             "rolling_maintenance",
-            {**ROLLING, "rolling_nodes": "node-1,node-2", "rolling_node_selector": ["pool=gpu"]},
+            {**ROLLING, "rolling_node_names": "node-1,node-2", "rolling_node_selector": ["pool=gpu"]},
             [],
             "Check that the variables have the shape their type says",
-            ["rolling_node_selector must be text, not a list or a mapping; rolling_nodes must be a list, not text"],
+            [
+                "rolling_node_selector must be text, not a list or a mapping; "
+                "rolling_node_names must be a list, not text"
+            ],
         ),
         (
             "rolling_maintenance",
@@ -352,10 +355,10 @@ AGENT = {"node_agent_become": False, "node_agent_manage_service": False}
         ),
         (
             "reconcile",
-            {"reconcile_until_settled": "maybe", "reconcile_timeout": "long"},
+            {"reconcile_until_settled": "maybe", "reconcile_settle_timeout": "long"},
             ["--check"],
             "Check the variables against reconcile.meta.yml",
-            ["reconcile_until_settled", "reconcile_timeout"],
+            ["reconcile_until_settled", "reconcile_settle_timeout"],
         ),
         (
             "install",
@@ -412,7 +415,7 @@ def test_a_wrong_variable_fails_a_first_task_naming_it(
             "rolling_maintenance",
             {
                 **ROLLING,
-                "rolling_nodes": ["node-1"],
+                "rolling_node_names": ["node-1"],
                 "rolling_max_parallel_operations": "2",
                 "rolling_max_unavailable": "10%",
                 "rolling_engine": "operator",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import PassReport
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import (
     Action,

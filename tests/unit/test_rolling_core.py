@@ -1,4 +1,5 @@
-"""core/rolling.py: the record of a rolling run, the choice of each wave, outcomes, the fail budget, the summary."""
+"""core/maintenance/rolling.py: the record of a rolling run, the choice of each wave, outcomes, the fail budget,
+the summary."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rolling as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import rolling as core
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core import rolling as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import rolling as core
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import ReconcileOptions
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.health import (
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     STORM_ACTIVE,
     STORM_COOLDOWN_ACTIVE,
     STORM_REASON,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import NodeopsError
+from .node.errors import NodeopsError
 
 # [0-9], not \d: \d (like int() and str.isdigit()) takes every Unicode decimal digit, such as "٣" (U+0663).
 _PERCENT = re.compile(r"([0-9]+)%")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import NodeopsError
+from .node.errors import NodeopsError
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 

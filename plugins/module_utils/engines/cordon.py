@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Cordon or uncordon one node with a conditional write: the I/O around ``core/cordon.py``."""
+"""Cordon or uncordon one node with a conditional write: the I/O around ``core/maintenance/cordon.py``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.cordon import (
+from ..core.maintenance.cordon import (
     MAX_CONFLICTS,
     UNCORDONED,
     NodeChange,

@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The drain engine: the I/O around ``core/drain.py``.
+"""The drain engine: the I/O around ``core/maintenance/drain.py``.
 
 Two entry points:
 
@@ -33,10 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import drain as core
-from ..core.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
-from ..core.errors import NodeopsError
-from ..core.scheduler import parse_requests
+from ..core.maintenance import drain as core
+from ..core.maintenance.cordon import CORDONED, DRAIN_FIELD_MANAGER, is_cordoned
+from ..core.maintenance.scheduler import parse_requests
+from ..core.node.errors import NodeopsError
 from ..k8s.client import DAEMONSETS, NODE_MAINTENANCES, NODES, PDBS, PODS, Client, Watch
 from ..k8s.errors import OBJECT_GONE, Conflict, K8sError, MissingResourceType, NotFound, TooManyRequests
 from .cordon import set_state, undo_own_cordon
@@ -104,6 +104,55 @@ class _Target:
     wake: threading.Event = field(default_factory=threading.Event)  # ends the worker's wait between attempts
 
 
+# The messages the eviction workers and the pod watch send to the pass's main loop.
+class _Message:
+    """A message to the main loop of a drain pass."""
+
+
+@dataclass(frozen=True)
+class _WorkerMessage(_Message):
+    """From the worker that evicts ``target``."""
+
+    target: _Target
+
+
+class _Requested(_WorkerMessage):
+    """The eviction (or deletion) was accepted; the pod is terminating. The worker is done."""
+
+
+class _Gone(_WorkerMessage):
+    """The worker found its pod gone or replaced by a new one of the same name. The worker is done."""
+
+
+class _Refused(_WorkerMessage):
+    """A budget refused the first eviction; the worker goes on asking."""
+
+
+class _GaveUp(_WorkerMessage):
+    """Still refused (or the pass stopped) at the end: blocked by a budget. The worker is done."""
+
+
+@dataclass(frozen=True)
+class _Failed(_WorkerMessage):
+    """An error that asking again will not mend, or a budget contended until the end. The worker is done."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class _PodEvent(_Message):
+    """An event of the watch of the node's pods."""
+
+    event: Any
+
+
+@dataclass(frozen=True)
+class _WatchFailed(_Message):
+    """The watch ended with an error: the main loop lists the pods from now on."""
+
+    error: Exception
+
+
 class DrainPass:
     """One bounded pass over a node's pods. Create one per pass; not reusable."""
 
@@ -123,7 +172,7 @@ class DrainPass:
         self.on_progress = on_progress
         self.clock = clock
         self.deadline = started_at + options.timeout
-        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._events: queue.Queue[_Message] = queue.Queue()
         self._stop = threading.Event()
         self._pdb_cache: dict[str, list[dict[str, Any]]] = {}
         self._pdb_lock = threading.Lock()
@@ -259,7 +308,7 @@ class DrainPass:
         contended: Conflict | None = None
         while not self._stop.is_set():
             if t.gone or (attempt and not self._still_there(t)):
-                self._events.put(("gone", t))
+                self._events.put(_Gone(t))
                 return
             now = self.clock()
             delete = self.options.disable_eviction or (
@@ -274,7 +323,7 @@ class DrainPass:
                     t.requested = core.EVICTED
                 t.bypassed = delete and last is not None
                 # the watch may report the pod gone before this message arrives
-                self._events.put(("requested", t))
+                self._events.put(_Requested(t))
                 return
             except OBJECT_GONE as exc:  # deleted, or replaced by a new pod of the same name (left alone)
                 if exc.after_lost_answer:
@@ -283,9 +332,9 @@ class DrainPass:
                     t.answer_lost = True  # before requested: the main loop reads them in that order
                     t.bypassed = delete and last is not None
                     t.requested = core.DELETED if delete else core.EVICTED
-                    self._events.put(("requested", t))
+                    self._events.put(_Requested(t))
                     return
-                self._events.put(("gone", t))
+                self._events.put(_Gone(t))
                 return
             except TooManyRequests as exc:
                 last = exc
@@ -293,10 +342,10 @@ class DrainPass:
                 refusals += 1
                 if refusals == 1:
                     t.outcome.pdbs = self._pdbs(pod, exc)
-                    self._events.put(("refused", t))
+                    self._events.put(_Refused(t))
                 now = self.clock()
                 if now >= self._end:
-                    self._events.put(("blocked", t))
+                    self._events.put(_GaveUp(t))
                     return
                 # the next attempt: after the backoff, at the bypass time, or one last time at the end
                 delay = min(core.retry_delay(refusals), self._end - now)
@@ -317,14 +366,14 @@ class DrainPass:
                     break
                 self._pause(t, min(core.retry_delay(conflicts), self._end - now))
             except K8sError as exc:
-                self._events.put(("failed", (t, exc.msg)))
+                self._events.put(_Failed(t, exc.msg))
                 return
         if last is not None:
-            self._events.put(("blocked", t))
+            self._events.put(_GaveUp(t))
         elif contended is not None:
-            self._events.put(("failed", (t, contended.msg)))
+            self._events.put(_Failed(t, contended.msg))
         else:
-            self._events.put(("stopped", t))
+            self._events.put(_GaveUp(t))
 
     def _pause(self, t: _Target, delay: float) -> None:
         """Wait ``delay`` seconds before the next attempt; ends early when the pod is gone or the pass stops."""
@@ -344,9 +393,9 @@ class DrainPass:
     def _watcher(self, watch: Watch) -> None:
         try:
             for event in watch:
-                self._events.put(("event", event))
+                self._events.put(_PodEvent(event))
         except Exception as exc:  # the main loop falls back to listing
-            self._events.put(("watch_error", exc))
+            self._events.put(_WatchFailed(exc))
 
     def _evict_and_wait(
         self, targets: dict[str, _Target], pods: Mapping[str, Mapping[str, Any]], version: str | None, end: float
@@ -401,40 +450,44 @@ class DrainPass:
                 if wait <= 0:
                     break
                 try:
-                    kind, data = self._events.get(timeout=min(wait, 1.0) if polling else wait)
+                    message = self._events.get(timeout=min(wait, 1.0) if polling else wait)
                 except queue.Empty:
                     if polling:
                         self._relist(targets, mark_gone)
                     continue
-                if kind == "event":
-                    self._on_event(data, targets, by_key, mark_gone)
-                elif kind == "requested":
-                    in_flight -= 1
-                    if not data.gone:
-                        data.outcome.action = core.TERMINATING
-                        data.outcome.reason = ""
-                elif kind == "gone":  # the worker found its pod gone or replaced
-                    in_flight -= 1
-                    mark_gone(data)
-                elif kind == "refused":
-                    if not data.gone:
-                        data.outcome.action = core.BLOCKED
-                        data.outcome.reason = "pdb"
-                elif kind in ("blocked", "stopped"):
-                    in_flight -= 1
-                    data.final = True
-                    data.outcome.action = core.BLOCKED
-                    data.outcome.reason = "pdb"
-                elif kind == "failed":
-                    t, msg = data
-                    in_flight -= 1
+                if isinstance(message, _PodEvent):
+                    self._on_event(message.event, targets, by_key, mark_gone)
+                    continue
+                if isinstance(message, _WatchFailed):
+                    polling = True
+                    self.warnings.append(
+                        f"Watching the pods of node {self.node} failed ({message.error}); polling instead."
+                    )
+                    self._relist(targets, mark_gone)
+                    continue
+                if not isinstance(message, _WorkerMessage):
+                    raise TypeError(f"unknown drain message {message!r}")
+                t = message.target
+                if isinstance(message, _Refused):  # the first refusal; the worker goes on asking
+                    if not t.gone:
+                        t.outcome.action = core.BLOCKED
+                        t.outcome.reason = "pdb"
+                    continue
+                in_flight -= 1  # every other message is the worker's last
+                if isinstance(message, _Requested):
+                    if not t.gone:
+                        t.outcome.action = core.TERMINATING
+                        t.outcome.reason = ""
+                elif isinstance(message, _Gone):  # the worker found its pod gone or replaced
+                    mark_gone(t)
+                elif isinstance(message, _GaveUp):
+                    t.final = True
+                    t.outcome.action = core.BLOCKED
+                    t.outcome.reason = "pdb"
+                elif isinstance(message, _Failed):
                     t.final = True
                     t.outcome.action = core.FAILED
-                    t.outcome.error = msg
-                elif kind == "watch_error":
-                    polling = True
-                    self.warnings.append(f"Watching the pods of node {self.node} failed ({data}); polling instead.")
-                    self._relist(targets, mark_gone)
+                    t.outcome.error = message.error
         finally:
             self._stop.set()
             for t in targets.values():

@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One NodeHealthCheck pass against the cluster: read, evaluate (core/health.py), write, report.
+"""One NodeHealthCheck pass against the cluster: read, evaluate (core/remediation/health.py), write, report.
 
 Reads the NodeHealthCheck, every Node, the remediation objects it owns and the NodeMaintenances;
 creates the remediation objects for the nodes to remediate (from the template, owned by the
@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from ..core import nodelease
-from ..core.errors import NodeopsError
-from ..core.health import (
+from ..core.maintenance.scheduler import parse_requests
+from ..core.node.conditions import set_condition
+from ..core.node.errors import NodeopsError
+from ..core.remediation import nodelease
+from ..core.remediation.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
     CONTROL_PLANE_CR_LABEL,
     HEALTHY_DELAY_ANNOTATION,
@@ -46,7 +48,6 @@ from ..core.health import (
     format_time,
     remediation_node,
 )
-from ..core.scheduler import parse_requests
 from ..k8s.client import (
     LEASES,
     NAMESPACES,
@@ -252,10 +253,9 @@ def build_status(
             "message": "No issues found, NodeHealthCheck is enabled.",
         }
     conditions = [dict(c) for c in old.get("conditions") or [] if isinstance(c, Mapping)]
-    set_condition(conditions, condition, stamp)
-    if not disabled_reason:  # upstream decides nothing else for a disabled NodeHealthCheck
-        for change in evaluation.storm.conditions:
-            set_condition(conditions, change.as_dict(), stamp)
+    changes = [condition, *([] if disabled_reason else [c.as_dict() for c in evaluation.storm.conditions])]
+    for change in changes:  # upstream decides nothing but Disabled for a disabled NodeHealthCheck
+        set_condition(conditions, change["type"], change["status"], change["reason"], change["message"], stamp)
 
     status: dict[str, Any] = {
         "observedNodes": evaluation.observed,
@@ -313,17 +313,6 @@ def remediations_after(
             }
         )
     return after
-
-
-def set_condition(conditions: list[dict[str, Any]], condition: Mapping[str, Any], stamp: str) -> None:
-    """Set ``condition`` (type, status, reason, message) in ``conditions``, in place: an existing one of its
-    type keeps its position, and its lastTransitionTime unless the status changes; a new one goes last."""
-    for index, current in enumerate(conditions):
-        if current.get("type") == condition["type"]:
-            same = current.get("status") == condition["status"] and current.get("lastTransitionTime")
-            conditions[index] = {**condition, "lastTransitionTime": current["lastTransitionTime"] if same else stamp}
-            return
-    conditions.append({**condition, "lastTransitionTime": stamp})
 
 
 @dataclass

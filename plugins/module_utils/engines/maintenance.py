@@ -1,6 +1,7 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NodeMaintenance reconcile pass: the I/O around ``core/scheduler.py`` and ``core/lifecycle.py``.
+"""The NodeMaintenance reconcile pass: the I/O around ``core/maintenance/scheduler.py`` and
+``core/maintenance/lifecycle.py``.
 
 One pass (:meth:`Reconciler.run_pass`):
 
@@ -33,9 +34,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..core import drain as core_drain
-from ..core import lifecycle as lc
-from ..core.cordon import (
+from ..core.maintenance import drain as core_drain
+from ..core.maintenance import lifecycle as lc
+from ..core.maintenance.cordon import (
     CORDONED,
     CORDONED_BY_ANNOTATION,
     ENGINE_FIELD_MANAGER,
@@ -44,8 +45,7 @@ from ..core.cordon import (
     metadata_patch,
     resource_version,
 )
-from ..core.errors import NodeopsError
-from ..core.scheduler import (
+from ..core.maintenance.scheduler import (
     FINALIZER,
     SchedulerConfig,
     SchedulerInputError,
@@ -53,6 +53,7 @@ from ..core.scheduler import (
     parse_requests,
     schedule,
 )
+from ..core.node.errors import NodeopsError
 from ..k8s.client import MAINTENANCE_CONFIGS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, K8sError, NotFound, TooManyRequests, Unreachable
 from ..k8s.lease import GuardedClient, Lease, LeaseLost
@@ -555,10 +556,8 @@ class Reconciler:
                 else:
                     status[name] = value
             if step.phase:
-                conditions = list(status.get("conditions") or [])
-                previous = next((c for c in conditions if c.get("type") == lc.CONDITION_READY), None)
-                ready = lc.condition(step.phase, body["metadata"].get("generation"), self.clock(), previous)
-                conditions = [c for c in conditions if c.get("type") != lc.CONDITION_READY] + [ready]
+                conditions = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+                lc.set_ready(conditions, step.phase, body["metadata"].get("generation"), self.clock())
                 status["conditions"] = conditions
             obj = self.client.replace(NODE_MAINTENANCES, body, subresource="status")
             self._count_write()

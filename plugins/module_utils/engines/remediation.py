@@ -1,7 +1,7 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Self Node Remediation manager as passes: for every SelfNodeRemediation, read what
-core/remediation.py needs, apply its step, read again, until a step writes nothing.
+core/remediation/steps.py needs, apply its step, read again, until a step writes nothing.
 
 A step is decided (core/remediation.plan_step) on the object and its Node as read, and written only while
 both are still that: every write of the object carries the resourceVersion it was decided on (then the one
@@ -12,7 +12,7 @@ and run, then the Conflict is raised). So two runs at once never write a stale d
 the phase never moves back and ``timeAssumedRebooted`` is never set again. Events are recorded once a step's
 writes went through. The safe time is computed once per object, when it is first fenced, from the
 SelfNodeRemediationConfig, the worker count and the node's watchdog-timeout annotation
-(core/safetime.py), and kept in ``status.timeAssumedRebooted``, so a run killed at any point
+(core/node/safetime.py), and kept in ``status.timeAssumedRebooted``, so a run killed at any point
 continues from the object. In check mode one step per object is planned and nothing is written.
 
 Pods are force-deleted with the UID they were listed with as a precondition: a pod deleted meanwhile,
@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from ..core import rfc3339
-from ..core.errors import NodeopsError
-from ..core.health import format_time
-from ..core.remediation import (
+from ..core.node import rfc3339
+from ..core.node.errors import NodeopsError
+from ..core.node.safetime import SafeTime, safe_time, watchdog_seconds
+from ..core.remediation.health import format_time
+from ..core.remediation.steps import (
     FINALIZER,
     REBOOT_COMPLETED,
     Code,
@@ -43,8 +44,7 @@ from ..core.remediation import (
     published_watchdog_timeout,
     taints_after,
 )
-from ..core.safetime import SafeTime, safe_time, watchdog_seconds
-from ..core.strategy import resolve_strategy
+from ..core.remediation.strategy import resolve_strategy
 from ..k8s.client import (
     NODE_MAINTENANCES,
     NODES,

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import lifecycle as lc
-from ..core import requestspec
-from ..core.errors import NodeopsError
+from ..core.maintenance import lifecycle as lc
+from ..core.maintenance import requestspec
+from ..core.node.errors import NodeopsError
 from ..k8s.client import EVENTS, NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, K8sError, NotFound, UIDMismatch
 from .maintenance import PassReport, Reconciler, summary
@@ -38,36 +38,10 @@ LEFT = "left"
 ABSENT = "absent"
 
 
-# The options of a request's spec, shared by the modules that make requests (doc fragment request_options).
-REQUEST_ARGUMENT_SPEC: dict[str, Any] = {
-    "cordon": {"type": "bool", "default": True},
-    "wait_for_pod_completion": {
-        "type": "dict",
-        "options": {
-            "pod_selector": {"type": "str", "default": ""},
-            "timeout_seconds": {"type": "int", "default": 0},
-        },
-    },
-    "drain_spec": {
-        "type": "dict",
-        "options": {
-            "force": {"type": "bool", "default": False},
-            "delete_emptydir_data": {"type": "bool", "default": False, "aliases": ["delete_empty_dir"]},
-            "pod_selector": {"type": "str", "default": ""},
-            "timeout_seconds": {"type": "int", "default": 300},
-            "pod_eviction_filters": {
-                "type": "list",
-                "elements": "dict",
-                "options": {"by_resource_name_regex": {"type": "str", "required": True}},
-            },
-        },
-    },
-}
-
-
 def nm_spec(p: dict[str, Any]) -> dict[str, Any]:
-    """The NodeMaintenance spec fields from the options (the CRD's names), without the sub-fields whose zero value
-    means the same as leaving them out (as the NVIDIA Maintenance Operator writes them back)."""
+    """The NodeMaintenance spec fields from the request options (module_utils/request_options.py), with the CRD's
+    names, without the sub-fields whose zero value means the same as leaving them out (as the NVIDIA Maintenance
+    Operator writes them back)."""
     spec: dict[str, Any] = {"cordon": p["cordon"]}
     wait = p["wait_for_pod_completion"]
     if wait is not None:

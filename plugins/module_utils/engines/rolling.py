@@ -3,7 +3,7 @@
 """The I/O of a rolling maintenance run: its record in a ConfigMap, requests, waves and releases.
 
 The steps (``start``, ``next_wave``, ``finish``, ``summary``) are what ``rolling_maintenance.yml`` calls
-between its own tasks; the rules are the pure ``core/rolling.py``. The record is written with
+between its own tasks; the rules are the pure ``core/maintenance/rolling.py``. The record is written with
 conditional updates before anything that depends on it happens, so a run killed at any moment is picked
 up by the next one: nodes are requested again when their request is missing, a wave is recorded before its
 maintenance tasks start, and a node is released only after its outcome is recorded.
@@ -17,9 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import lifecycle as lc
-from ..core import rolling as core
-from ..core.nodes import node_ready
+from ..core.maintenance import lifecycle as lc
+from ..core.maintenance import rolling as core
+from ..core.node.conditions import find as find_condition
+from ..core.node.conditions import set_condition
+from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, NotFound
 from .maintenance import ReconcileOptions, Reconciler
@@ -392,26 +394,13 @@ def finish_changed(outcomes: core.Outcomes) -> bool:
 
 
 def _set_condition(obj: dict[str, Any], status: str, reason: str, message: str, now: str) -> bool:
-    """Set the RequestorFailed condition; False when it already says so."""
+    """Set the RequestorFailed condition; False when it already says so (status and reason: a node that failed
+    again keeps its first message), and a False one is only written over a condition that is there."""
     conditions = obj.setdefault("status", {}).setdefault("conditions", []) or []
     obj["status"]["conditions"] = conditions
-    for cond in conditions:
-        if cond.get("type") == lc.CONDITION_REQUESTOR_FAILED:
-            if cond.get("status") == status and cond.get("reason") == reason:
-                return False
-            if cond.get("status") != status:
-                cond["lastTransitionTime"] = now
-            cond.update(status=status, reason=reason, message=message)
-            return True
-    if status == "False":
+    current = find_condition(conditions, lc.CONDITION_REQUESTOR_FAILED)
+    if current is None and status == "False":
         return False
-    conditions.append(
-        {
-            "type": lc.CONDITION_REQUESTOR_FAILED,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": now,
-        }
-    )
-    return True
+    if current is not None and current.get("status") == status and current.get("reason") == reason:
+        return False
+    return set_condition(conditions, lc.CONDITION_REQUESTOR_FAILED, status, reason, message, now)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import NodeopsError
+from ..core.node.errors import NodeopsError
 from .client import CRDS, KNOWN_RESOURCES, Client, Resource
 from .errors import Conflict, K8sError, MissingResourceType, NotFound, UIDMismatch
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 # absolute: pylint (ansible-test sanity) resolves "..core.errors" from this module, also named errors, to itself
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.errors import NodeopsError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 
 
 class K8sError(NodeopsError):

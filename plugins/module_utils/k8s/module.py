@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ..core.errors import NodeopsError
+from ..core.node.errors import NodeopsError
 from .client import AUTH_ARG_SPEC, Client
 from .errors import K8sError
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.errors import NodeopsError
+from ..core.node.errors import NodeopsError
 
 
 class SnapshotError(NodeopsError, ValueError):

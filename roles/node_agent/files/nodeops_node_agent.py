@@ -3,7 +3,7 @@
 """nodeops node agent: feeds the watchdog while the node is healthy, fences it when it is not.
 
 Runs on the node's system Python 3 (3.9 or newer) with the standard library only; the decisions and
-the safe-time arithmetic come from the collection's pure core (``plugins/module_utils/core``), which
+the safe-time arithmetic come from the collection's pure core (``plugins/module_utils/core/node``), which
 the role installs next to this file as the package ``nodeops_core``. Run from a checkout of the
 collection, the core is found there. Semantics of medik8s Self Node Remediation's agent: an API check
 every apiCheckInterval; after maxApiErrorThreshold failures the peers are asked over HTTPS with mutual
@@ -63,6 +63,10 @@ MAX_REQUEST_BYTES = 8192
 MAX_PEER_RESPONSE_BYTES = 4096  # a peer's answer is {"status": N} behind a few headers
 MAX_API_RESPONSE_BYTES = 16 * 1024 * 1024  # a list of SelfNodeRemediations in a remediation storm
 PEER_RETRY_SECONDS = 120.0  # a failed peer-list refresh is retried this often (upstream: 2 min)
+METRICS_PATH = "/metrics"
+MAX_METRICS_CONNECTIONS = 4  # scrapes served at once; more are closed at once
+METRICS_EXCHANGE_SECONDS = 3.0  # a scrape's whole exchange, request and answer
+MAX_METRICS_REQUEST_BYTES = 4096  # a scrape request is a few hundred bytes of headers
 
 
 def load_core(directory: str | None = None) -> dict[str, ModuleType]:
@@ -72,7 +76,7 @@ def load_core(directory: str | None = None) -> dict[str, ModuleType]:
     candidates = [directory] if directory else []
     candidates += [
         os.path.join(here, "nodeops_core"),
-        os.path.join(here, "..", "..", "..", "plugins", "module_utils", "core"),
+        os.path.join(here, "..", "..", "..", "plugins", "module_utils", "core", "node"),
     ]
     for path in candidates:
         init = os.path.join(path, "__init__.py")
@@ -86,9 +90,9 @@ def load_core(directory: str | None = None) -> dict[str, ModuleType]:
                 package = importlib.util.module_from_spec(spec)
                 sys.modules["nodeops_core"] = package
                 spec.loader.exec_module(package)
-            from nodeops_core import agentconfig, peer, safetime
+            from nodeops_core import agentconfig, metrics, peer, safetime
 
-            return {"agentconfig": agentconfig, "peer": peer, "safetime": safetime}
+            return {"agentconfig": agentconfig, "metrics": metrics, "peer": peer, "safetime": safetime}
     raise SystemExit(f"nodeops-node-agent: the core files are missing (looked in {', '.join(candidates)})")
 
 
@@ -277,6 +281,8 @@ class Watchdog:
         self.feeding = False
         self.broken = False  # opened, but the first write failed
         self.last_feed = 0.0
+        self.feeds = 0
+        self.feed_failures = 0
         self.lock = threading.Lock()
 
     def available(self) -> bool:
@@ -325,8 +331,13 @@ class Watchdog:
     def feed(self) -> None:
         with self.lock:
             if self.fd is not None and self.feeding:
-                os.write(self.fd, b"\0")
+                try:
+                    os.write(self.fd, b"\0")
+                except OSError:
+                    self.feed_failures += 1
+                    raise
                 self.last_feed = time.monotonic()
+                self.feeds += 1
 
     def stop_feeding(self) -> None:
         with self.lock:
@@ -382,10 +393,11 @@ class FenceMarker:
             return marker
         return marker
 
-    def write(self, reason: str, since: float, watchdog_timeout: float) -> None:
+    def write(self, reason: str, since: float, watchdog_timeout: float, cause: str = "") -> None:
         marker = {
             "bootId": self.boot_id,
             "reason": reason,
+            "cause": cause,
             "since": since,
             "watchdogTimeout": watchdog_timeout,
             "time": datetime.now(timezone.utc).isoformat(),
@@ -585,6 +597,100 @@ def client_context(cfg: dict[str, Any]) -> ssl.SSLContext:
     return context
 
 
+# -- metrics -------------------------------------------------------------------------------------
+class MetricsServer:
+    """Prometheus metrics over plain HTTP: ``GET /metrics`` and nothing else (any other path 404, any other method
+    405), read-only. The answer is rendered before anything is sent, from counters the agent keeps, without taking
+    any lock the agent's threads use, so a scrape never waits for them nor they for a scrape. At most
+    MAX_METRICS_CONNECTIONS exchanges at once (more are closed at once), each within METRICS_EXCHANGE_SECONDS in
+    all and a request of at most MAX_METRICS_REQUEST_BYTES: a slow or hostile client holds one thread of its own
+    for a few seconds, never the watchdog feeder or the checks."""
+
+    def __init__(self, address: tuple[str, int], render: Callable[[], str]) -> None:
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.socket = socket.create_server(address, family=family, backlog=16)
+        self.address = self.socket.getsockname()[:2]
+        self.render = render
+        self.slots = threading.BoundedSemaphore(MAX_METRICS_CONNECTIONS)
+        self.closed = threading.Event()
+        self.served = 0
+        self.refused = 0
+
+    def start(self) -> MetricsServer:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        self.closed.set()
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
+        self.socket.close()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                conn = self.socket.accept()[0]
+            except OSError:
+                if self.closed.is_set():
+                    return
+                time.sleep(0.05)  # (out of descriptors): not a busy loop
+                continue
+            if not self.slots.acquire(blocking=False):
+                self.refused += 1
+                conn.close()
+                continue
+            try:
+                threading.Thread(target=self._exchange, args=(conn,), daemon=True).start()
+            except RuntimeError:  # no thread to be had
+                self.slots.release()
+                conn.close()
+
+    def _exchange(self, conn: socket.socket) -> None:
+        deadline = time.monotonic() + METRICS_EXCHANGE_SECONDS
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                conn.settimeout(left)
+                chunk = conn.recv(1024)
+                if not chunk:
+                    return
+                data += chunk
+                if len(data) > MAX_METRICS_REQUEST_BYTES:
+                    self._send(conn, deadline, 431, "request too large\n")
+                    return
+            request = data.split(b"\r\n", 1)[0].split()
+            if len(request) != 3 or not request[2].startswith(b"HTTP/1."):
+                self._send(conn, deadline, 400, "bad request\n")
+            elif request[1].split(b"?", 1)[0] != METRICS_PATH.encode():
+                self._send(conn, deadline, 404, "only GET /metrics\n")
+            elif request[0] != b"GET":
+                self._send(conn, deadline, 405, "only GET /metrics\n", "Allow: GET\r\n")
+            else:
+                self._send(conn, deadline, 200, self.render(), f"Content-Type: {CONTENT_TYPE}\r\n")
+                self.served += 1
+        except (OSError, ValueError) as err:
+            LOG.debug("metrics exchange failed: %s", err)
+        finally:
+            conn.close()
+            self.slots.release()
+
+    @staticmethod
+    def _send(conn: socket.socket, deadline: float, code: int, text: str, headers: str = "") -> None:
+        body = text.encode("utf-8")
+        if not headers:
+            headers = "Content-Type: text/plain; charset=utf-8\r\n"
+        head = f"HTTP/1.1 {code} {HTTP_REASONS.get(code, 'X')}\r\n{headers}Content-Length: {len(body)}\r\n"
+        conn.settimeout(max(0.001, deadline - time.monotonic()))
+        conn.sendall(head.encode("ascii") + b"Connection: close\r\n\r\n" + body)
+
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+HTTP_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 431: "Too Large"}
+
+
 # -- the agent -----------------------------------------------------------------------------------
 def boot_time() -> datetime:
     """When the node booted (from /proc/uptime), timezone-aware."""
@@ -598,6 +704,7 @@ class Agent:
         self.cfg = cfg
         self.peer = core["peer"]
         self.safetime = core["safetime"]
+        self.metrics = core["metrics"]
         self.node = cfg["nodeName"]
         self.api = ApiClient(cfg)
         self.watchdog = Watchdog(cfg)
@@ -626,6 +733,16 @@ class Agent:
         self.last_verdict: dict[str, Any] | None = None
         self.checks = 0
         self.verdicts: dict[str, int] = {}
+        # counters for the metrics (only ever increased, read without a lock)
+        self.started = time.time()
+        self.api_failures = 0
+        self.peer_answers: dict[str, int] = {}
+        self.answers_served: dict[str, int] = {}
+        self.publish_failures = 0
+        self.reboots_tried: dict[str, int] = {}
+        self.fence_cause = ""
+        self.metrics_server: MetricsServer | None = None
+        self.metrics_error = ""
         self.boot = boot_time()
         self.marker = FenceMarker(cfg["fenceMarkerFile"], read_boot_id(cfg["bootIdFile"]))
         self.request_timeout = self.safetime.effective_peer_request_timeout(
@@ -638,6 +755,7 @@ class Agent:
             self.fenced = True
             self.fence_carried_over = True
             self.fence_reason = str(carried.get("reason") or "fence marker")
+            self.fence_cause = str(carried.get("cause") or "unknown")
             since = carried.get("since")
             self.fenced_at = float(since) if isinstance(since, (int, float)) else boot_clock()
             timeout = carried.get("watchdogTimeout")
@@ -735,6 +853,9 @@ class Agent:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         answers = list(results)
+        for answer in answers:
+            name = self.peer.ANSWER_NAMES.get(answer, "RequestFailed")
+            self.peer_answers[name] = self.peer_answers.get(name, 0) + 1
         if any(a != self.peer.REQUEST_FAILED for a in answers):
             self.last_answer = time.monotonic()
         return answers
@@ -749,6 +870,12 @@ class Agent:
         """The answer to a peer (identified by its certificate) asking about itself. While this node's own
         last API check failed, API error at once: a peer asking then is most likely in the same outage, and
         an answer that came after the asker gave up would count as none (and toward isolation)."""
+        answer = self._answer_peer(asker)
+        name = self.peer.ANSWER_NAMES[answer]
+        self.answers_served[name] = self.answers_served.get(name, 0) + 1
+        return answer
+
+    def _answer_peer(self, asker: str) -> int:
         if self.error_count > 0:
             LOG.info("peer %s asked; this node's last API check failed: ApiError", asker)
             return int(self.peer.API_ERROR)
@@ -821,10 +948,13 @@ class Agent:
             if item is not None:
                 meta = item.get("metadata") or {}
                 self.fenced_uids.append(str(meta.get("uid", "")))
-                self.fence(f"SelfNodeRemediation {meta.get('namespace')}/{meta.get('name')} is for this node")
+                self.fence(
+                    f"SelfNodeRemediation {meta.get('namespace')}/{meta.get('name')} is for this node", "remediation"
+                )
                 return False
             return not self.fenced
         self.error_count += 1
+        self.api_failures += 1
         if self.fenced:
             return False
         verdict = self.decide()
@@ -836,7 +966,7 @@ class Agent:
         LOG.log(level, "API check failed (%d in a row): %s: %s", self.error_count, verdict.code, verdict.reason)
         self.state = "api-errors"
         if verdict.fence:
-            self.fence(verdict.reason)
+            self.fence(verdict.reason, verdict.code)
             return False
         return bool(verdict.reset_errors)
 
@@ -875,6 +1005,7 @@ class Agent:
         try:
             self.api.annotate_node(self.node, wanted, self.cfg["apiServerTimeout"])
         except (OSError, ValueError, ssl.SSLError) as err:
+            self.publish_failures += 1
             if str(err) != self.publish_error:
                 LOG.warning("cannot publish %s on node %s: %s", wanted, self.node, err)
             self.publish_error = str(err)
@@ -883,7 +1014,9 @@ class Agent:
         self.published = dict(wanted)
         LOG.info("node %s annotated %s", self.node, wanted)
 
-    def fence(self, reason: str) -> None:
+    def fence(self, reason: str, cause: str) -> None:
+        """Begin fencing; ``cause`` is a fixed word for the metrics ("remediation" or the decision code), ``reason``
+        the sentence for the log and the status file."""
         if self.fenced:
             return
         if not self.watchdog.armed and self.watchdog_usable:
@@ -894,10 +1027,11 @@ class Agent:
             # nothing will reset the node: the fallback's schedule starts as if the watchdog had failed
             since -= self.safetime.software_fallback(self.watchdog.timeout)[0]
         # the marker first: once the watchdog is no longer fed, no agent of this boot feeds it again
-        self.marker.write(reason, since, self.watchdog.timeout)
+        self.marker.write(reason, since, self.watchdog.timeout, cause)
         self.fenced = True
         self.fenced_at = since
         self.fence_reason = reason
+        self.fence_cause = cause
         self.state = "fenced"
         if self.watchdog.armed:
             self.watchdog.stop_feeding()
@@ -926,6 +1060,7 @@ class Agent:
 
     def software_reboot(self) -> bool:
         command = self.cfg["rebootCommand"]
+        self.reboots_tried["command"] = self.reboots_tried.get("command", 0) + 1
         LOG.warning("software reboot: %s", " ".join(command))
         try:
             result = subprocess.run(command, check=False, capture_output=True, timeout=30)
@@ -936,6 +1071,7 @@ class Agent:
 
     def sysrq(self) -> None:
         self.fallback_done.add("sysrq")
+        self.reboots_tried["sysrq"] = self.reboots_tried.get("sysrq", 0) + 1
         LOG.error("reboot through %s", self.cfg["sysrqTriggerPath"])
         try:
             with open(self.cfg["sysrqTriggerPath"], "w", encoding="ascii") as handle:
@@ -985,6 +1121,92 @@ class Agent:
         except OSError as err:
             LOG.debug("cannot write the status file: %s", err)
 
+    def metrics_text(self) -> str:
+        """The metrics in Prometheus' text format. Only counts, states and fixed words: no peer name or address,
+        no remediation object's name, nothing from a file the agent reads (token, keys)."""
+        catalogue = self.metrics.AGENT
+        out = self.metrics.Exposition()
+
+        def add(name: str, value: Any, **labels: Any) -> None:
+            out.add(catalogue[name], value, labels)
+
+        add("nodeops_agent_info", 1, node=self.node, python=".".join(str(v) for v in sys.version_info[:3]))
+        state = self.state
+        for each in self.metrics.AGENT_STATES:
+            add("nodeops_agent_state", each == state, state=each)
+        add("nodeops_agent_start_time_seconds", self.started)
+        add("nodeops_agent_api_checks_total", self.checks)
+        add("nodeops_agent_api_check_failures_total", self.api_failures)
+        add("nodeops_agent_api_consecutive_failures", self.error_count)
+        out.declare(catalogue["nodeops_agent_verdicts_total"])
+        for code, count in sorted(dict(self.verdicts).items()):
+            add("nodeops_agent_verdicts_total", count, code=code)
+        kinds = sorted(set(self.peer.ANSWER_NAMES.values()))
+        asked, served = dict(self.peer_answers), dict(self.answers_served)
+        for kind in kinds:
+            add("nodeops_agent_peer_answers_total", asked.get(kind, 0), answer=kind)
+        for kind in ("Healthy", "Unhealthy", "ApiError"):
+            add("nodeops_agent_peer_answers_served_total", served.get(kind, 0), answer=kind)
+        server = self.server
+        refused = {
+            "stranger": server.strangers if server else 0,
+            "busy": server.busy if server else 0,
+            "failed": server.rejected if server else 0,
+            "overdue": server.overdue if server else 0,
+        }
+        for reason, count in refused.items():
+            add("nodeops_agent_peer_connections_refused_total", count, reason=reason)
+        peers = list(self.peers)
+        add("nodeops_agent_peers", sum(1 for p in peers if p["worker"]), role="worker")
+        add("nodeops_agent_peers", sum(1 for p in peers if p["controlPlane"]), role="control_plane")
+        add("nodeops_agent_peer_list_ok", self.peers_ok)
+        watchdog = self.watchdog
+        armed = watchdog.armed
+        add("nodeops_agent_watchdog_armed", armed)
+        add("nodeops_agent_watchdog_feeding", armed and watchdog.feeding)
+        add("nodeops_agent_watchdog_timeout_seconds", float(watchdog.timeout))
+        add("nodeops_agent_watchdog_feeds_total", watchdog.feeds)
+        add("nodeops_agent_watchdog_feed_failures_total", watchdog.feed_failures)
+        out.declare(catalogue["nodeops_agent_watchdog_last_feed_age_seconds"])
+        if armed and watchdog.last_feed:
+            add("nodeops_agent_watchdog_last_feed_age_seconds", round(time.monotonic() - watchdog.last_feed, 3))
+        add("nodeops_agent_reboot_capable", self.published.get(REBOOT_CAPABLE_ANNOTATION) == "true")
+        add("nodeops_agent_publish_failures_total", self.publish_failures)
+        fenced = self.fenced
+        add("nodeops_agent_fenced", fenced)
+        out.declare(catalogue["nodeops_agent_fence_info"])
+        out.declare(catalogue["nodeops_agent_fence_start_time_seconds"])
+        if fenced:
+            add(
+                "nodeops_agent_fence_info",
+                1,
+                cause=self.fence_cause or "unknown",
+                carried_over=self.fence_carried_over,
+            )
+            add("nodeops_agent_fence_start_time_seconds", round(time.time() - (boot_clock() - self.fenced_at), 3))
+        tried = dict(self.reboots_tried)
+        for method in ("command", "sysrq"):
+            add("nodeops_agent_software_reboots_total", tried.get(method, 0), method=method)
+        text: str = out.render()
+        return text
+
+    def start_metrics(self) -> None:
+        """Serve the metrics on metricsAddress:metricsPort (0: not at all). A port that cannot be bound is tried
+        again at every check, logged once: the metrics never keep the agent from its work."""
+        port = self.cfg["metricsPort"]
+        if not port or self.metrics_server is not None:
+            return
+        address = (self.cfg["metricsAddress"], port)
+        try:
+            self.metrics_server = MetricsServer(address, self.metrics_text).start()
+        except OSError as err:
+            if str(err) != self.metrics_error:
+                LOG.error("cannot serve the metrics on %s:%d: %s (tried again at every check)", *address, err)
+            self.metrics_error = str(err)
+            return
+        self.metrics_error = ""
+        LOG.info("metrics on http://%s:%d%s", address[0], port, METRICS_PATH)
+
     # threads
     def feeder(self) -> None:
         while not self.stop.is_set():
@@ -992,7 +1214,7 @@ class Agent:
                 self.fallback()
             elif self.watchdog.armed:
                 try:
-                    self.watchdog.feed()
+                    self.watchdog.feed()  # (counts its failures for the metrics)
                 except OSError as err:
                     LOG.error("feeding the watchdog failed: %s", err)
             self.stop.wait(min(self.watchdog.timeout / 3, 1.0) if self.fenced else self.watchdog.timeout / 3)
@@ -1032,6 +1254,7 @@ class Agent:
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True).start()
         threading.Thread(target=self.feeder, daemon=True).start()
         LOG.info("node agent for %s started; peers on port %d", self.node, self.cfg["hostPort"])
+        self.start_metrics()
         if not self.cfg["remediationNamespace"]:
             LOG.warning(
                 "remediationNamespace is empty: a SelfNodeRemediation in any namespace fences this node;"
@@ -1051,9 +1274,12 @@ class Agent:
                 self.arm_watchdog()
             self.publish()
             self.write_status()
+            self.start_metrics()
             self.stop.wait(self.cfg["apiCheckInterval"])
         self.server.shutdown()
         self.server.server_close()
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         self.watchdog.disarm()
         LOG.info("node agent stopped")
         return 0

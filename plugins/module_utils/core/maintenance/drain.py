@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import labelselector
+from .. import labelselector
 
 # What the drain does with a pod (the plan).
 EVICT = "evict"

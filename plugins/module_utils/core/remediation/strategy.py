@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import NodeopsError
+from ..node.errors import NodeopsError
 
 AUTOMATIC = "Automatic"
 RESOURCE_DELETION = "ResourceDeletion"

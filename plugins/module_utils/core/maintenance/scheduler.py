@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from typing import Any, TypeVar
 
-from . import rfc3339
-from .errors import NodeopsError
-from .intorpercent import parse, scaled
+from ..intorpercent import parse, scaled
+from ..node import rfc3339
+from ..node.errors import NodeopsError
 
 _T = TypeVar("_T")
 

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..node.conditions import set_condition
+from ..node.nodes import node_ready
+from ..node.safetime import watchdog_text_unusable
 from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, format_time, parse_time
-from .nodes import node_ready
-from .safetime import watchdog_text_unusable
 from .strategy import OUT_OF_SERVICE_TAINT, RESOURCE_DELETION
 
 FINALIZER = "self-node-remediation.medik8s.io/snr-finalizer"
@@ -201,13 +202,7 @@ def _with_conditions(
     status.update({k: v for k, v in fields.items() if v is not None})
     conditions = [dict(c) for c in old.get("conditions") or [] if isinstance(c, Mapping)]
     for ctype, (cstatus, reason, message) in updates.items():
-        current = next((c for c in conditions if c.get("type") == ctype), None)
-        if current is None:
-            current = {"type": ctype}
-            conditions.append(current)
-        if current.get("status") != cstatus:
-            current["lastTransitionTime"] = format_time(now)
-        current.update({"status": cstatus, "reason": reason, "message": message})
+        set_condition(conditions, ctype, cstatus, reason, message, format_time(now))
     status["conditions"] = conditions
     return None if status == dict(old) else status
 
@@ -219,6 +214,59 @@ def assumed_rebooted(now: datetime, safe_seconds: float) -> datetime:
     if moment.microsecond:
         moment = moment.replace(microsecond=0) + timedelta(seconds=1)
     return moment
+
+
+@dataclass(frozen=True)
+class _Case:
+    """What every phase handler of :func:`plan_step` reads, computed once."""
+
+    snr: Mapping[str, Any]
+    node: Mapping[str, Any] | None
+    now: datetime
+    safe_seconds: float
+    strategy: str
+    pods: Sequence[Mapping[str, Any]]
+    attachments: Sequence[Mapping[str, Any]]
+    name: str
+    old: Mapping[str, Any]
+    deleting: bool
+    has_finalizer: bool
+    phase: str
+    node_name: str
+    taints: frozenset[str]
+
+    def status(self, updates: Mapping[str, tuple[str, str, str]], **fields: Any) -> dict[str, Any] | None:
+        return _with_conditions(self.old, self.now, updates, **fields)
+
+    def cleanup(self, code: str, reason: str, expired: bool = False) -> Step:
+        """Give the node back (our taints off) and let the object go (our finalizer off)."""
+        step = Step(code, reason)
+        if self.node is not None:
+            step.taints_to_remove = [k for k in (OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY) if k in self.taints]
+        step.remove_finalizer = self.has_finalizer
+        if expired and OUT_OF_SERVICE_TAINT_KEY in self.taints:
+            step.events.append(
+                ("Warning", "OutOfServiceTimestampExpired", "out-of-service taint removed after its expiry")
+            )
+        if step.writes:
+            step.events.append(
+                ("Normal", "RemediationFinished", f"remediation of node {self.node_name or self.name} finished")
+            )
+        return step
+
+    def stopped(self, code: str, reason: str, message: str, event: tuple[str, str, str], succeeded: str) -> Step:
+        """A remediation that cannot go on: Processing False, Succeeded ``succeeded``; the event once."""
+        status = self.status({"Processing": ("False", reason, message), "Succeeded": (succeeded, reason, message)})
+        step = Step(code, message, status=status)
+        if status is not None:
+            step.events.append(event)
+        return step
+
+
+_PROCESSING = {
+    "Processing": ("True", REMEDIATION_STARTED, "remediation started"),
+    "Succeeded": ("Unknown", REMEDIATION_STARTED, "remediation started"),
+}
 
 
 def plan_step(
@@ -234,210 +282,201 @@ def plan_step(
 ) -> Step:
     """The next step for ``snr`` (a SelfNodeRemediation) on ``node`` (None when it does not exist).
 
-    ``safe_seconds``: the effective safe time (core/safetime.py); ``strategy``: the resolved one
+    ``safe_seconds``: the effective safe time (core/node/safetime.py); ``strategy``: the resolved one
     (ResourceDeletion or OutOfServiceTaint); ``pods``: the pods bound to the node; ``attachments``:
     the VolumeAttachments whose ``spec.nodeName`` is the node.
+
+    First the reasons to do nothing or only clean up (:func:`_held`), then one handler per phase.
     """
     meta = _meta(snr)
-    name = str(meta.get("name", ""))
-    old = snr.get("status") or {}
-    deleting = bool(meta.get("deletionTimestamp"))
-    has_finalizer = FINALIZER in (meta.get("finalizers") or [])
-    phase = phase_of(snr)
-    node_name = str((node and _meta(node).get("name")) or "")
-    taints = _taint_keys(node) if node else set()
+    case = _Case(
+        snr=snr,
+        node=node,
+        now=now,
+        safe_seconds=safe_seconds,
+        strategy=strategy,
+        pods=pods,
+        attachments=attachments,
+        name=str(meta.get("name", "")),
+        old=snr.get("status") or {},
+        deleting=bool(meta.get("deletionTimestamp")),
+        has_finalizer=FINALIZER in (meta.get("finalizers") or []),
+        phase=phase_of(snr),
+        node_name=str((node and _meta(node).get("name")) or ""),
+        taints=frozenset(_taint_keys(node) if node else ()),
+    )
+    held = _held(case, under_maintenance, config_found)
+    if held is not None:
+        return held
+    if case.phase == FENCING_STARTED:
+        return _fencing_started(case)
+    assumed_text = case.old.get("timeAssumedRebooted")
+    if not assumed_text:  # a phase without the time: never guess, start the wait now
+        assumed = assumed_rebooted(now, safe_seconds)
+        status = case.status(_PROCESSING, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed))
+        return Step(
+            Code.FENCING, "timeAssumedRebooted missing: the safe time starts now", status=status, wait_until=assumed
+        )
+    assumed = parse_time(assumed_text, f"SelfNodeRemediation {case.name}: status.timeAssumedRebooted")
+    if case.phase == PRE_REBOOT_COMPLETED:
+        return _pre_reboot_completed(case, assumed)
+    if case.phase == REBOOT_COMPLETED:
+        return _reboot_completed(case, assumed)
+    return _fencing_completed(case)  # Fencing-Completed, and any phase this collection does not write
 
-    def cleanup(code: str, reason: str, expired: bool = False) -> Step:
-        step = Step(code, reason)
-        if node is not None:
-            step.taints_to_remove = [k for k in (OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY) if k in taints]
-        step.remove_finalizer = has_finalizer
-        if expired and OUT_OF_SERVICE_TAINT_KEY in taints:
-            step.events.append(
-                ("Warning", "OutOfServiceTimestampExpired", "out-of-service taint removed after its expiry")
-            )
-        if step.writes:
-            step.events.append(("Normal", "RemediationFinished", f"remediation of node {node_name or name} finished"))
-        return step
 
-    if deleting and not has_finalizer:
+def _held(case: _Case, under_maintenance: bool, config_found: bool) -> Step | None:
+    """The step when something other than the phase decides: the object going, no configuration, timed out by
+    the NodeHealthCheck, no node, a node under maintenance or excluded, a node no agent can fence; else None."""
+    node, phase, deleting = case.node, case.phase, case.deleting
+    if deleting and not case.has_finalizer:
         return Step(Code.GONE, "being deleted; nothing of ours holds it")
     if not config_found:
         if deleting:
-            return cleanup(Code.CLEANING_UP, "deleted; the configuration is missing, cleaning up")
-        status = _with_conditions(
-            old, now, {"Disabled": ("True", CONFIGURATION_NOT_FOUND, "SelfNodeRemediationConfig not found")}
-        )
+            return case.cleanup(Code.CLEANING_UP, "deleted; the configuration is missing, cleaning up")
+        status = case.status({"Disabled": ("True", CONFIGURATION_NOT_FOUND, "SelfNodeRemediationConfig not found")})
         return Step(Code.DISABLED, "no SelfNodeRemediationConfig: nothing is done", status=status)
-    if TIMED_OUT_ANNOTATION in (meta.get("annotations") or {}):
+    if TIMED_OUT_ANNOTATION in (_meta(case.snr).get("annotations") or {}):
         if deleting:
-            return cleanup(Code.CLEANING_UP, "timed out by the NodeHealthCheck and deleted: cleaning up")
-        status = _with_conditions(
-            old,
-            now,
-            {
-                "Processing": ("False", REMEDIATION_TIMEOUT_BY_NHC, "the NodeHealthCheck timed the remediation out"),
-                "Succeeded": ("False", REMEDIATION_TIMEOUT_BY_NHC, "the NodeHealthCheck timed the remediation out"),
-            },
-        )
-        step = Step(Code.STOPPED, "timed out by the NodeHealthCheck; stopped", status=status)
-        if status is not None:
-            step.events.append(("Normal", "RemediationStopped", "remediation stopped: timed out by NodeHealthCheck"))
+            return case.cleanup(Code.CLEANING_UP, "timed out by the NodeHealthCheck and deleted: cleaning up")
+        message = "the NodeHealthCheck timed the remediation out"
+        event = ("Normal", "RemediationStopped", "remediation stopped: timed out by NodeHealthCheck")
+        step = case.stopped(Code.STOPPED, REMEDIATION_TIMEOUT_BY_NHC, message, event, "False")
+        step.reason = "timed out by the NodeHealthCheck; stopped"
         return step
     if node is None:
         if deleting:
-            return cleanup(Code.CLEANING_UP, "the node is gone; dropping the finalizer")
-        message = f"node {name} not found"
-        status = _with_conditions(
-            old,
-            now,
-            {"Processing": ("False", NODE_NOT_FOUND, message), "Succeeded": ("False", NODE_NOT_FOUND, message)},
-        )
-        step = Step(Code.NODE_NOT_FOUND, message, status=status)
-        if status is not None:
-            step.events.append(("Warning", "RemediationCannotStart", message))
-        return step
+            return case.cleanup(Code.CLEANING_UP, "the node is gone; dropping the finalizer")
+        message = f"node {case.name} not found"
+        event = ("Warning", "RemediationCannotStart", message)
+        return case.stopped(Code.NODE_NOT_FOUND, NODE_NOT_FOUND, message, event, "False")
     if under_maintenance:
         if deleting and phase in (FENCING_STARTED, FENCING_COMPLETED):
-            return cleanup(Code.CLEANING_UP, "deleted: removing the taints and the finalizer")
+            return case.cleanup(Code.CLEANING_UP, "deleted: removing the taints and the finalizer")
         return Step(
             Code.MAINTENANCE,
-            f"node {node_name} is under maintenance (a NodeMaintenance in progress): nothing is done",
-            events=[("Normal", "RemediationSkipped", f"node {node_name} is under maintenance")],
+            f"node {case.node_name} is under maintenance (a NodeMaintenance in progress): nothing is done",
+            events=[("Normal", "RemediationSkipped", f"node {case.node_name} is under maintenance")],
         )
     if (_meta(node).get("labels") or {}).get(EXCLUDE_LABEL) == "true" and phase == FENCING_STARTED:
         return Step(
             Code.EXCLUDED,
-            f"node {node_name} is labelled {EXCLUDE_LABEL}=true: nothing is done",
-            events=[("Normal", "RemediationSkipped", f"node {node_name} is excluded from remediation")],
+            f"node {case.node_name} is labelled {EXCLUDE_LABEL}=true: nothing is done",
+            events=[("Normal", "RemediationSkipped", f"node {case.node_name} is excluded from remediation")],
         )
-
     because = None if phase == FENCING_COMPLETED or deleting else not_capable_because(node)
     if because is not None:
         message = (
-            f"node {node_name} is not known to be able to fence itself ({because}): no agent has shown it can"
+            f"node {case.node_name} is not known to be able to fence itself ({because}): no agent has shown it can"
             " reboot the node, so nothing is tainted or deleted; deploy the node agent on it, or check why its"
             " watchdog did not open"
         )
-        status = _with_conditions(
-            old,
-            now,
-            {
-                "Processing": ("False", NOT_REBOOT_CAPABLE, message),
-                "Succeeded": ("Unknown", NOT_REBOOT_CAPABLE, message),
-            },
-        )
-        step = Step(Code.NOT_REBOOT_CAPABLE, message, status=status, wait_until=now + timedelta(seconds=POLL_SECONDS))
-        if status is not None:
-            step.events.append(("Warning", "RemediationCannotStart", message))
+        event = ("Warning", "RemediationCannotStart", message)
+        step = case.stopped(Code.NOT_REBOOT_CAPABLE, NOT_REBOOT_CAPABLE, message, event, "Unknown")
+        step.wait_until = case.now + timedelta(seconds=POLL_SECONDS)
         return step
+    return None
 
-    processing = {
-        "Processing": ("True", REMEDIATION_STARTED, "remediation started"),
-        "Succeeded": ("Unknown", REMEDIATION_STARTED, "remediation started"),
-    }
 
-    if phase == FENCING_STARTED:
-        if deleting:
-            return cleanup(Code.CLEANING_UP, "deleted before fencing started")
-        step = Step(Code.FENCING, f"fencing node {node_name}: taint, then wait {safe_seconds:g}s")
-        step.add_finalizer = not has_finalizer
-        if NO_SCHEDULE_TAINT_KEY not in taints:
-            step.taints_to_add.append(no_schedule_taint())
-        assumed = assumed_rebooted(now, safe_seconds)
-        step.status = _with_conditions(
-            old, now, processing, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed)
-        )
+def _fencing_started(case: _Case) -> Step:
+    """Taint the node and start the safe time."""
+    if case.deleting:
+        return case.cleanup(Code.CLEANING_UP, "deleted before fencing started")
+    step = Step(Code.FENCING, f"fencing node {case.node_name}: taint, then wait {case.safe_seconds:g}s")
+    step.add_finalizer = not case.has_finalizer
+    if NO_SCHEDULE_TAINT_KEY not in case.taints:
+        step.taints_to_add.append(no_schedule_taint())
+    assumed = assumed_rebooted(case.now, case.safe_seconds)
+    step.status = case.status(_PROCESSING, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed))
+    step.wait_until = assumed
+    step.events.append(
+        ("Normal", "RemediationStarted", f"node {case.node_name} tainted; assumed rebooted at {format_time(assumed)}")
+    )
+    return step
+
+
+def _pre_reboot_completed(case: _Case, assumed: datetime) -> Step:
+    """Keep the taint and wait for the safe time; then the node can be assumed rebooted."""
+    step = Step(Code.FENCING, f"fencing node {case.node_name}")
+    if NO_SCHEDULE_TAINT_KEY not in case.taints:
+        step.taints_to_add.append(no_schedule_taint())
+    step.add_finalizer = not case.has_finalizer and not case.deleting
+    if case.now < assumed:
+        step.code = Code.WAITING_SAFE_TIME
+        step.reason = f"waiting until {format_time(assumed)} ({(assumed - case.now).total_seconds():.0f}s left)"
+        step.status = case.status(_PROCESSING)
         step.wait_until = assumed
-        step.events.append(
-            ("Normal", "RemediationStarted", f"node {node_name} tainted; assumed rebooted at {format_time(assumed)}")
-        )
         return step
+    step.code = Code.RECOVERING
+    step.reason = "the node can be assumed rebooted"
+    step.status = case.status(_PROCESSING, phase=REBOOT_COMPLETED)
+    return step
 
-    assumed_text = old.get("timeAssumedRebooted")
-    if not assumed_text:  # a phase without the time: never guess, start the wait now
-        assumed = assumed_rebooted(now, safe_seconds)
-        status = _with_conditions(
-            old, now, processing, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed)
-        )
-        return Step(
-            Code.FENCING, "timeAssumedRebooted missing: the safe time starts now", status=status, wait_until=assumed
-        )
-    assumed = parse_time(assumed_text, f"SelfNodeRemediation {name}: status.timeAssumedRebooted")
 
-    if phase == PRE_REBOOT_COMPLETED:
-        step = Step(Code.FENCING, f"fencing node {node_name}")
-        if NO_SCHEDULE_TAINT_KEY not in taints:
-            step.taints_to_add.append(no_schedule_taint())
-        step.add_finalizer = not has_finalizer and not deleting
-        if now < assumed:
-            step.code = Code.WAITING_SAFE_TIME
-            step.reason = f"waiting until {format_time(assumed)} ({(assumed - now).total_seconds():.0f}s left)"
-            step.status = _with_conditions(old, now, processing)
-            step.wait_until = assumed
-            return step
-        step.code = Code.RECOVERING
-        step.reason = "the node can be assumed rebooted"
-        step.status = _with_conditions(old, now, processing, phase=REBOOT_COMPLETED)
-        return step
-
-    if phase == REBOOT_COMPLETED:
-        if now < assumed:  # clock skew between passes: wait again, do nothing
-            return Step(Code.WAITING_SAFE_TIME, "before timeAssumedRebooted", wait_until=assumed)
-        step = Step(Code.RECOVERING, "")
-        live = list(pods)
-        terminating = [p for p in live if _meta(p).get("deletionTimestamp")]
-        if strategy == RESOURCE_DELETION:
-            step.pods_to_delete = [_pod_ref(p) for p in live]
-            step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
-            step.reason = f"ResourceDeletion: {len(live)} pod(s), {len(attachments)} VolumeAttachment(s) left"
-            if step.pods_to_delete or step.attachments_to_delete:
-                step.events.append(
-                    ("Normal", "DeleteResources", f"deleting the pods and VolumeAttachments of node {node_name}")
-                )
-        elif strategy == OUT_OF_SERVICE_TAINT:
-            if OUT_OF_SERVICE_TAINT_KEY not in taints:
-                step.taints_to_add.append(out_of_service_taint(now))
-                step.events.append(("Normal", "AddOutOfService", f"node {node_name} tainted out-of-service"))
-            else:
-                # Pods the taint evicted: finish them now, as the pod garbage collector does for an
-                # out-of-service node (without waiting for its 20 s period); the node is fenced.
-                step.pods_to_delete = [_pod_ref(p) for p in terminating]
-                if not live:
-                    step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
-            step.reason = (
-                f"OutOfServiceTaint: {len(live)} pod(s) ({len(terminating)} terminating), "
-                f"{len(attachments)} VolumeAttachment(s) left"
+def _reboot_completed(case: _Case, assumed: datetime) -> Step:
+    """Recover the workloads with the strategy; completed when no pod or VolumeAttachment is left."""
+    now, node_name, taints = case.now, case.node_name, case.taints
+    if now < assumed:  # clock skew between passes: wait again, do nothing
+        return Step(Code.WAITING_SAFE_TIME, "before timeAssumedRebooted", wait_until=assumed)
+    step = Step(Code.RECOVERING, "")
+    live = list(case.pods)
+    attachments = case.attachments
+    terminating = [p for p in live if _meta(p).get("deletionTimestamp")]
+    if case.strategy == RESOURCE_DELETION:
+        step.pods_to_delete = [_pod_ref(p) for p in live]
+        step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
+        step.reason = f"ResourceDeletion: {len(live)} pod(s), {len(attachments)} VolumeAttachment(s) left"
+        if step.pods_to_delete or step.attachments_to_delete:
+            step.events.append(
+                ("Normal", "DeleteResources", f"deleting the pods and VolumeAttachments of node {node_name}")
             )
-            expired = now >= assumed + timedelta(seconds=OUT_OF_SERVICE_EXPIRY_SECONDS)
-            if deleting and expired and live:
-                return cleanup(Code.CLEANING_UP, "deleted and past the out-of-service expiry", expired=True)
+    elif case.strategy == OUT_OF_SERVICE_TAINT:
+        if OUT_OF_SERVICE_TAINT_KEY not in taints:
+            step.taints_to_add.append(out_of_service_taint(now))
+            step.events.append(("Normal", "AddOutOfService", f"node {node_name} tainted out-of-service"))
         else:
-            raise ValueError(f"strategy {strategy!r}: expected {RESOURCE_DELETION} or {OUT_OF_SERVICE_TAINT}")
-        if live or attachments:
-            if not step.writes:
-                step.wait_until = now + timedelta(seconds=POLL_SECONDS)
-            return step
-        step.code = Code.COMPLETED
-        step.reason = f"the workloads of node {node_name} are free to run elsewhere"
-        step.status = _with_conditions(
-            old,
-            now,
-            {
-                "Processing": ("False", REMEDIATION_FINISHED, "remediation finished"),
-                "Succeeded": ("True", REMEDIATION_FINISHED, "remediation finished"),
-            },
-            phase=FENCING_COMPLETED,
+            # Pods the taint evicted: finish them now, as the pod garbage collector does for an
+            # out-of-service node (without waiting for its 20 s period); the node is fenced.
+            step.pods_to_delete = [_pod_ref(p) for p in terminating]
+            if not live:
+                step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
+        step.reason = (
+            f"OutOfServiceTaint: {len(live)} pod(s) ({len(terminating)} terminating), "
+            f"{len(attachments)} VolumeAttachment(s) left"
         )
+        expired = now >= assumed + timedelta(seconds=OUT_OF_SERVICE_EXPIRY_SECONDS)
+        if case.deleting and expired and live:
+            return case.cleanup(Code.CLEANING_UP, "deleted and past the out-of-service expiry", expired=True)
+    else:
+        raise ValueError(f"strategy {case.strategy!r}: expected {RESOURCE_DELETION} or {OUT_OF_SERVICE_TAINT}")
+    if live or attachments:
+        if not step.writes:
+            step.wait_until = now + timedelta(seconds=POLL_SECONDS)
         return step
+    step.code = Code.COMPLETED
+    step.reason = f"the workloads of node {node_name} are free to run elsewhere"
+    step.status = case.status(
+        {
+            "Processing": ("False", REMEDIATION_FINISHED, "remediation finished"),
+            "Succeeded": ("True", REMEDIATION_FINISHED, "remediation finished"),
+        },
+        phase=FENCING_COMPLETED,
+    )
+    return step
 
-    # Fencing-Completed
-    if deleting:
-        return cleanup(Code.CLEANING_UP, "deleted: removing the taints and the finalizer")
-    step = Step(Code.COMPLETED, f"fencing of node {node_name} completed; the object stays until the node is healthy")
-    if OUT_OF_SERVICE_TAINT_KEY in taints and node_ready(node):
+
+def _fencing_completed(case: _Case) -> Step:
+    """Done; the out-of-service taint comes off once the node is back."""
+    if case.deleting:
+        return case.cleanup(Code.CLEANING_UP, "deleted: removing the taints and the finalizer")
+    step = Step(
+        Code.COMPLETED, f"fencing of node {case.node_name} completed; the object stays until the node is healthy"
+    )
+    if case.node is not None and OUT_OF_SERVICE_TAINT_KEY in case.taints and node_ready(case.node):
         step.taints_to_remove = [OUT_OF_SERVICE_TAINT_KEY]
-        step.events.append(("Normal", "RemoveOutOfService", f"node {node_name} is back: out-of-service taint removed"))
+        step.events.append(
+            ("Normal", "RemoveOutOfService", f"node {case.node_name} is back: out-of-service taint removed")
+        )
     return step
 
 

@@ -62,6 +62,9 @@ AGENT_FIELDS: dict[str, dict[str, Any]] = {
     "sysrqTriggerPath": {"kind": "string", "default": "/proc/sysrq-trigger"},
     "softdogModule": {"kind": "boolean", "default": True},
     "logLevel": {"kind": "string", "default": "info", "choices": ["debug", "info", "warning", "error"]},
+    # Prometheus metrics, plain HTTP (GET /metrics only); port 0 serves none. Loopback unless told otherwise.
+    "metricsAddress": {"kind": "string", "default": "127.0.0.1"},
+    "metricsPort": {"kind": "integer", "default": 9737, "minimum": 0, "maximum": 65535},
 }
 
 
@@ -121,6 +124,14 @@ def validate(config: Mapping[str, Any]) -> dict[str, Any]:
             raise AgentConfigError(f"{name}: must not be empty.")
     if not result["apiServer"].startswith("https://"):
         raise AgentConfigError(f"apiServer: {result['apiServer']!r} must be an https:// URL.")
+    if result["metricsPort"] and result["metricsPort"] == result["hostPort"]:
+        raise AgentConfigError(
+            f"metricsPort: {result['metricsPort']} is the peer port (hostPort); give the metrics another port, or 0."
+        )
+    if result["metricsPort"] and not result["metricsAddress"]:
+        raise AgentConfigError(
+            "metricsAddress: must not be empty while metricsPort is set (127.0.0.1: this node only)."
+        )
     if result["isSoftwareRebootEnabled"] and not result["rebootCommand"]:
         raise AgentConfigError("rebootCommand: must not be empty while isSoftwareRebootEnabled is true.")
     return result

@@ -21,7 +21,7 @@ the Node changed meanwhile, the engine reads it again and asks for the step agai
 Who lifts a cordon: the release uncordons only a Node that this request cordoned and that nobody has
 cordoned since (:func:`should_uncordon`): the initial state it recorded is "false", the Node's
 ``maintenance.nodeops.io/cordoned-by`` marker still names this request, and the engine's field manager still
-owns ``spec.unschedulable`` (``core/cordon.py``). Any other cordoned Node is left cordoned, and the release
+owns ``spec.unschedulable`` (``core/maintenance/cordon.py``). Any other cordoned Node is left cordoned, and the release
 says so (:data:`EVENT_LEFT_CORDONED`).
 
 The engine calls :func:`next_step` again on the updated object until a step changes nothing
@@ -39,10 +39,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..node import conditions as _conditions
+from ..node import rfc3339 as _rfc3339
+from ..node.errors import NodeopsError
 from . import cordon as _cordon_core
 from . import drain as drain_core
-from . import rfc3339 as _rfc3339
-from .errors import NodeopsError
 from .scheduler import FINALIZER, INITIAL_UNSCHEDULABLE_ANNOTATION
 
 PHASE_PENDING = "Pending"
@@ -256,7 +257,7 @@ def decides_on_node(obj: Mapping[str, Any]) -> bool:
 
 
 def cordoned_by_us(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> bool:
-    """The node is cordoned by this request, and nobody has cordoned it since (``core/cordon.py``)."""
+    """The node is cordoned by this request, and nobody has cordoned it since (``core/maintenance/cordon.py``)."""
     return _cordon_core.cordoned_by_claim(node, nm.claim)
 
 
@@ -297,22 +298,12 @@ def left_cordoned(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> Event | N
     return Event(EVENT_LEFT_CORDONED, message, "Warning")
 
 
-def condition(phase: str, generation: int | None, now: float, previous: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The Ready condition for ``phase``; lastTransitionTime moves only when the status changes."""
+def set_ready(conditions: list[dict[str, Any]], phase: str, generation: int | None, now: float) -> bool:
+    """Set the Ready condition for ``phase`` in ``conditions`` (in place; whether it changed): status True only
+    in Ready, the phase as its reason; lastTransitionTime moves only when the status changes."""
+    extra = {} if generation is None else {"observedGeneration": generation}
     status = "True" if phase == PHASE_READY else "False"
-    stamp = rfc3339(now)
-    if previous and previous.get("status") == status and previous.get("lastTransitionTime"):
-        stamp = str(previous["lastTransitionTime"])
-    out: dict[str, Any] = {
-        "type": CONDITION_READY,
-        "status": status,
-        "reason": phase,
-        "message": "",
-        "lastTransitionTime": stamp,
-    }
-    if generation is not None:
-        out["observedGeneration"] = generation
-    return out
+    return _conditions.set_condition(conditions, CONDITION_READY, status, phase, "", rfc3339(now), **extra)
 
 
 # -- the steps ------------------------------------------------------------------------------------

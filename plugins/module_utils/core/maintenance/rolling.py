@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import rfc3339
-from .errors import NodeopsError
+from ..node import rfc3339
+from ..node.errors import NodeopsError
 from .lifecycle import ACTIVE_PHASES, PHASE_READY, PHASE_REQUESTOR_FAILED
 
 PENDING = "pending"

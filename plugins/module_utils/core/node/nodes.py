@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .conditions import status_of
+
 NODE_NAME_ANNOTATION = "remediation.medik8s.io/node-name"
 TIMED_OUT_ANNOTATION = "remediation.medik8s.io/nhc-timed-out"
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
@@ -32,7 +34,4 @@ def remediation_node(remediation: Mapping[str, Any]) -> str:
 
 def node_ready(node: Mapping[str, Any]) -> bool:
     """Whether the Node's Ready condition is True."""
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
+    return status_of(node, "Ready") == "True"

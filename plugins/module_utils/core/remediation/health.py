@@ -35,16 +35,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import nodelease, rfc3339
-from . import nodes as _nodes
-from .duration import MAX_SECONDS, DurationError, parse_duration
-from .errors import NodeopsError
-from .intorpercent import IntOrPercentError, parse, scaled
-from .labelselector import SelectorError, matches, validate
-from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
+from ..intorpercent import IntOrPercentError, parse, scaled
+from ..labelselector import SelectorError, matches, validate
+from ..node import conditions as _status_conditions
+from ..node import nodes as _nodes
+from ..node import rfc3339
+from ..node.duration import MAX_SECONDS, DurationError, parse_duration
+from ..node.errors import NodeopsError
+from ..node.nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
+from . import nodelease
 
 EXCLUDE_LABEL = "remediation.medik8s.io/exclude-from-remediation"
-# defined in core/nodes.py, shared with the node agent; kept here for the modules that import them from health
+# defined in core/node/nodes.py, shared with the node agent; kept here for the modules that import them from health
 NODE_NAME_ANNOTATION = _nodes.NODE_NAME_ANNOTATION
 CONTROL_PLANE_LABELS = _nodes.CONTROL_PLANE_LABELS
 TEMPLATE_NAME_ANNOTATION = "remediation.medik8s.io/template-name"
@@ -184,6 +186,7 @@ class NodeDecision:
     control_plane: bool = False
     matched_conditions: tuple[str, ...] = ()  # "Ready=Unknown" of the conditions that match
     remediations: tuple[str, ...] = ()  # names of the node's remediation objects
+    unhealthy_seconds: float | None = None  # how long the longest-held matching condition has held (None: unknown)
 
     @property
     def healthy(self) -> bool:
@@ -201,6 +204,7 @@ class NodeDecision:
             "control_plane": self.control_plane,
             "matched_conditions": list(self.matched_conditions),
             "remediations": list(self.remediations),
+            "unhealthy_seconds": self.unhealthy_seconds,
         }
 
 
@@ -251,13 +255,10 @@ def storm_cooldown_of(spec: Mapping[str, Any]) -> float | None:
 
 def _storm_condition(conditions: Sequence[Any], ctype: str) -> tuple[bool, datetime | None]:
     """(status is True, lastTransitionTime) of the condition ``ctype`` among the NodeHealthCheck's."""
-    for condition in conditions:
-        if isinstance(condition, Mapping) and condition.get("type") == ctype:
-            if condition.get("status") != "True":
-                return False, None
-            where = f"status.conditions[{ctype}].lastTransitionTime"
-            return True, parse_time(condition.get("lastTransitionTime"), where)
-    return False, None
+    condition = _status_conditions.find(list(conditions), ctype)
+    if condition is None or condition.get("status") != "True":
+        return False, None
+    return True, parse_time(condition.get("lastTransitionTime"), f"status.conditions[{ctype}].lastTransitionTime")
 
 
 def storm_step(cooldown: float, breached: bool, conditions: Sequence[Any], now: datetime) -> StormStep:
@@ -403,13 +404,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str(_meta(obj).get("name", ""))
-
-
-def _condition(obj: Mapping[str, Any], ctype: str) -> str | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == ctype:
-            return cond.get("status")
-    return None
 
 
 def _ref(remediation: Mapping[str, Any]) -> RemediationRef:
@@ -636,6 +630,46 @@ class _Pass:
         self.requeue.append(max(0.0, seconds))
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """A NodeHealthCheck pass's inputs, checked and indexed once."""
+
+    now: datetime
+    conditions: list[_Condition]
+    templates: list[Template]
+    healthy_delay: float
+    cooldown: float | None
+    pause_requests: list[str]
+    under_maintenance: frozenset[str]
+    all_names: frozenset[str]
+    selected: list[Mapping[str, Any]]  # by name
+    by_node: dict[str, list[Mapping[str, Any]]]  # remediation objects by node, by name
+    control_plane_names: frozenset[str]
+    node_leases: Mapping[str, nodelease.NodeLease] | None
+    holder: str
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.pause_requests)
+
+    def rem_names(self, node: str) -> tuple[str, ...]:
+        return tuple(_name(r) for r in self.by_node.get(node, []))
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """What stops new remediation objects this pass, whatever the node."""
+
+    healthy: int
+    observed: int
+    min_healthy: int
+    storm: StormStep
+
+    @property
+    def min_met(self) -> bool:
+        return self.healthy >= self.min_healthy
+
+
 def evaluate(
     spec: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
@@ -648,14 +682,74 @@ def evaluate(
 ) -> Evaluation:
     """One evaluation pass of a NodeHealthCheck ``spec``; see the module docstring for the rules.
     ``status_conditions``: the NodeHealthCheck's ``status.conditions`` as read (the storm state, see storm_step).
-    ``node_leases``: the node Leases by node (see core/nodelease.py), taken, kept and given up as ``holder``;
-    None leaves node Leases out of the evaluation.
+    ``node_leases``: the node Leases by node (see core/remediation/nodelease.py), taken, kept and given up as
+    ``holder``;    None leaves node Leases out of the evaluation.
 
     Raises HealthSpecError naming the field for a spec the API server would refuse.
+
+    The pass: read and check the inputs; delete the objects of nodes that are gone; classify every selected
+    node (healthy, soon unhealthy, recovering, unhealthy); then decide for each unhealthy node, within
+    minHealthy, storm recovery, pauses, maintenance, exclusion, one control-plane node at a time and node
+    Leases.
     """
+    inputs = _read_inputs(spec, nodes, remediations, now, maintenance, status_conditions, node_leases, holder)
+    work = _Pass()
+    if not inputs.paused:
+        _orphans(inputs, work)
+    matching, healthy = _classify(inputs, work)
+
+    observed = len(inputs.selected)
+    min_healthy = min_healthy_for(spec, observed)
+    # Storm recovery, as upstream: only with unhealthy nodes, and not while paused.
+    storm = StormStep()
+    if inputs.cooldown is not None and matching and not inputs.paused:
+        storm = storm_step(inputs.cooldown, healthy < min_healthy, status_conditions, inputs.now)
+        if storm.requeue_after is not None:
+            work.again_in(storm.requeue_after)
+    gate = _Gate(healthy, observed, min_healthy, storm)
+
+    # Control-plane nodes with a remediation object: at most one at a time.
+    cp_remediated = {node for node, rems in inputs.by_node.items() if rems and node in inputs.control_plane_names}
+    cp_remediated |= {
+        remediation_node(r) for r in remediations if CONTROL_PLANE_CR_LABEL in (_meta(r).get("labels") or {})
+    }
+    for node, matched, held in matching:
+        _decide_unhealthy(inputs, gate, node, matched, held, cp_remediated, work)
+
+    return Evaluation(
+        observed=observed,
+        healthy=healthy,
+        min_healthy=min_healthy,
+        min_healthy_met=gate.min_met,
+        paused=inputs.paused,
+        decisions=tuple(work.decisions[n] for n in sorted(work.decisions)),
+        to_remediate=tuple(work.to_remediate),
+        to_delete=tuple(sorted(set(work.to_delete), key=_ref_key)),
+        to_mark_timed_out=tuple(sorted(set(work.to_mark_timed_out), key=_ref_key)),
+        to_mark_healthy=tuple(sorted(set(work.to_mark_healthy), key=_ref_key)),
+        confirmations_to_clear=tuple(sorted(set(work.confirmations_to_clear))),
+        requeue_after=_round_up(min(work.requeue)) if work.requeue else None,
+        messages=tuple(work.messages),
+        pause_requests=tuple(inputs.pause_requests),
+        storm=storm,
+        lease_writes=tuple(sorted(work.lease_writes, key=lambda w: w.node)),
+    )
+
+
+def _read_inputs(
+    spec: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    remediations: Sequence[Mapping[str, Any]],
+    now: datetime,
+    maintenance: Iterable[str],
+    status_conditions: Sequence[Any],
+    node_leases: Mapping[str, nodelease.NodeLease] | None,
+    holder: str,
+) -> _Inputs:
+    """Check every input (HealthSpecError naming the field) and index it."""
     if not isinstance(spec, Mapping):
         raise HealthSpecError("spec: must be a mapping (the spec of a NodeHealthCheck).")
-    now = parse_time(now, "now")
+    moment = parse_time(now, "now")
     selector = spec.get("selector")
     try:
         validate(selector, "spec.selector")
@@ -669,42 +763,55 @@ def evaluate(
     cooldown = storm_cooldown_of(spec)
     if not isinstance(status_conditions, Sequence) or isinstance(status_conditions, (str, bytes)):
         raise HealthSpecError("status.conditions: must be a list (the NodeHealthCheck's status conditions).")
-    pause_requests = [str(p) for p in spec.get("pauseRequests") or []]
-    under_maintenance = set(maintenance)
-
-    all_names = {_name(n) for n in nodes}
-    selected = sorted((n for n in nodes if matches(selector, _meta(n).get("labels"))), key=_name)
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for rem in sorted(remediations, key=lambda r: (remediation_node(r), _name(r))):
         by_node.setdefault(remediation_node(rem), []).append(rem)
-    control_plane_names = {_name(n) for n in nodes if is_control_plane(n)}
+    return _Inputs(
+        now=moment,
+        conditions=conditions,
+        templates=templates,
+        healthy_delay=healthy_delay,
+        cooldown=cooldown,
+        pause_requests=[str(p) for p in spec.get("pauseRequests") or []],
+        under_maintenance=frozenset(maintenance),
+        all_names=frozenset(_name(n) for n in nodes),
+        selected=sorted((n for n in nodes if matches(selector, _meta(n).get("labels"))), key=_name),
+        by_node=by_node,
+        control_plane_names=frozenset(_name(n) for n in nodes if is_control_plane(n)),
+        node_leases=node_leases,
+        holder=holder,
+    )
 
-    work = _Pass()
-    paused = bool(pause_requests)
 
-    # Orphans: remediation objects whose node no longer exists.
-    if not paused:
-        for node_name, rems in by_node.items():
-            if node_name in all_names:
+def _orphans(inputs: _Inputs, work: _Pass) -> None:
+    """Remediation objects whose node no longer exists are deleted (unless the node's deletion was expected and
+    the remediation has not succeeded yet)."""
+    for node_name, rems in inputs.by_node.items():
+        if node_name in inputs.all_names:
+            continue
+        for rem in rems:
+            expected = _status_conditions.status_of(rem, "PermanentNodeDeletionExpected") == "True"
+            if expected and _status_conditions.status_of(rem, "Succeeded") != "True":
                 continue
-            for rem in rems:
-                expected = _condition(rem, "PermanentNodeDeletionExpected") == "True"
-                if expected and _condition(rem, "Succeeded") != "True":
-                    continue
-                if not _meta(rem).get("deletionTimestamp"):
-                    work.to_delete.append(_ref(rem))
+            if not _meta(rem).get("deletionTimestamp"):
+                work.to_delete.append(_ref(rem))
 
-    # Classify every selected node.
-    matching: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
+
+_Unhealthy = tuple[Mapping[str, Any], tuple[str, ...], float | None]
+
+
+def _classify(inputs: _Inputs, work: _Pass) -> tuple[list[_Unhealthy], int]:
+    """Decide every selected node that is not unhealthy (healthy, soon unhealthy, recovering); return the
+    unhealthy ones with the conditions they match and how long they have held, and the number of healthy nodes."""
+    matching: list[_Unhealthy] = []
     healthy = 0
-    for node in selected:
+    for node in inputs.selected:
         name = _name(node)
-        rems = by_node.get(name, [])
-        rem_names = tuple(_name(r) for r in rems)
-        cp = name in control_plane_names
-        matched, soonest = _match(node, conditions, now)
+        rems = inputs.by_node.get(name, [])
+        cp = name in inputs.control_plane_names
+        matched, soonest, held = _match(node, inputs.conditions, inputs.now)
         if matched:
-            matching.append((node, matched))
+            matching.append((node, matched, held))
             continue
         if soonest is not None:
             work.again_in(soonest + REQUEUE_SLACK_SECONDS)
@@ -715,137 +822,111 @@ def evaluate(
                 "neither counted healthy nor remediated yet",
                 cp,
                 (),
-                rem_names,
+                inputs.rem_names(name),
             )
             continue
         if not rems:
             healthy += 1
             work.decisions[name] = NodeDecision(name, Code.HEALTHY, "no listed condition holds", cp)
-            lease = (node_leases or {}).get(name)
-            if lease is not None and lease.holder == holder:
-                work.lease_writes.append(nodelease.LeaseWrite(name, "release", holder, current=lease))
+            lease = (inputs.node_leases or {}).get(name)
+            if lease is not None and lease.holder == inputs.holder:
+                work.lease_writes.append(nodelease.LeaseWrite(name, "release", inputs.holder, current=lease))
             continue
-        work.decisions[name] = _recovering(node, rems, healthy_delay, now, paused, work)
+        work.decisions[name] = _recovering(node, rems, inputs.healthy_delay, inputs.now, inputs.paused, work)
+    return matching, healthy
 
-    observed = len(selected)
-    min_healthy = min_healthy_for(spec, observed)
-    min_met = healthy >= min_healthy
-    # Storm recovery, as upstream: only with unhealthy nodes, and not while paused.
-    storm = StormStep()
-    if cooldown is not None and matching and not paused:
-        storm = storm_step(cooldown, not min_met, status_conditions, now)
-        if storm.requeue_after is not None:
-            work.again_in(storm.requeue_after)
 
-    # Control-plane nodes with a remediation object: at most one at a time.
-    cp_remediated = {node for node, rems in by_node.items() if rems and node in control_plane_names}
-    cp_remediated |= {
-        remediation_node(r) for r in remediations if CONTROL_PLANE_CR_LABEL in (_meta(r).get("labels") or {})
-    }
+def _decide_unhealthy(
+    inputs: _Inputs,
+    gate: _Gate,
+    node: Mapping[str, Any],
+    matched: tuple[str, ...],
+    held: float | None,
+    cp_remediated: set[str],
+    work: _Pass,
+) -> None:
+    """The decision for one unhealthy node: keep its remediation going, or create the next one, or why not."""
+    now, holder, node_leases = inputs.now, inputs.holder, inputs.node_leases
+    name = _name(node)
+    labels = _meta(node).get("labels") or {}
+    cp = name in inputs.control_plane_names
+    rems = inputs.by_node.get(name, [])
+    shown = ", ".join(matched)
 
-    for node, matched in matching:
-        name = _name(node)
-        labels = _meta(node).get("labels") or {}
-        cp = name in control_plane_names
-        rems = by_node.get(name, [])
-        rem_names = tuple(_name(r) for r in rems)
-        shown = ", ".join(matched)
+    def decide(code: str, reason: str) -> None:
+        work.decisions[name] = NodeDecision(name, code, reason, cp, matched, inputs.rem_names(name), held)
 
-        def decide(
-            code: str, reason: str, name: str = name, cp: bool = cp, found: tuple = matched, rems: tuple = rem_names
-        ) -> None:
-            work.decisions[name] = NodeDecision(name, code, reason, cp, found, rems)
-
-        step, current, timed_out = _next_step(rems, templates, now, work)
-        if step is None and current is not None:
-            reason = f"unhealthy ({shown}); remediation {_name(current)} is in progress"
-            # as upstream, its Lease is looked after only in a pass that may remediate
-            if node_leases is not None and not paused and min_met and not storm.blocked:
-                reason += _keep_lease(name, current, templates, node_leases.get(name), holder, now, work)
-            decide(Code.REMEDIATING, reason)
-            continue
-        # Something is to be written for this node: a new object, or a timed-out mark.
-        if paused:
-            decide(Code.SKIPPED_PAUSED, f"unhealthy ({shown}); pauseRequests: {', '.join(pause_requests)}")
-            continue
-        if not min_met:
+    step, current, timed_out = _next_step(rems, inputs.templates, now, work)
+    if step is None and current is not None:
+        reason = f"unhealthy ({shown}); remediation {_name(current)} is in progress"
+        # as upstream, its Lease is looked after only in a pass that may remediate
+        if node_leases is not None and not inputs.paused and gate.min_met and not gate.storm.blocked:
+            reason += _keep_lease(name, current, inputs.templates, node_leases.get(name), holder, now, work)
+        decide(Code.REMEDIATING, reason)
+        return
+    # Something is to be written for this node: a new object, or a timed-out mark.
+    if inputs.paused:
+        decide(Code.SKIPPED_PAUSED, f"unhealthy ({shown}); pauseRequests: {', '.join(inputs.pause_requests)}")
+        return
+    if not gate.min_met:
+        decide(
+            Code.SKIPPED_MIN_HEALTHY,
+            f"unhealthy ({shown}); only {gate.healthy} of {gate.observed} nodes are healthy and "
+            f"{gate.min_healthy} are needed before remediating",
+        )
+        return
+    if gate.storm.blocked:
+        decide(
+            Code.SKIPPED_STORM,
+            f"unhealthy ({shown}); after a storm (fewer than {gate.min_healthy} healthy nodes) new remediations "
+            "wait for stormCooldownDuration",
+        )
+        return
+    if name in inputs.under_maintenance:
+        work.again_in(BLOCKED_RETRY_SECONDS)
+        decide(Code.SKIPPED_MAINTENANCE, f"unhealthy ({shown}); the node is under maintenance")
+        return
+    exclude = labels.get(EXCLUDE_LABEL)
+    if exclude == "true":
+        decide(Code.SKIPPED_EXCLUDED, f"unhealthy ({shown}); labelled {EXCLUDE_LABEL}=true")
+        return
+    if exclude == "":  # as upstream: only an empty value is called out ("false" says what it means)
+        work.messages.append(f"{name}: label {EXCLUDE_LABEL} is empty, not 'true', so the node is not excluded")
+    if cp and cp_remediated - {name}:
+        work.again_in(BLOCKED_RETRY_SECONDS)
+        others = ", ".join(sorted(cp_remediated - {name}))
+        decide(
+            Code.SKIPPED_CONTROL_PLANE,
+            f"unhealthy ({shown}); control-plane node {others} is being remediated (one at a time)",
+        )
+        return
+    work.to_mark_timed_out.extend(timed_out)
+    if step is None:
+        decide(Code.NO_TEMPLATE_LEFT, f"unhealthy ({shown}); every escalating remediation timed out")
+        return
+    if node_leases is not None:
+        lease = node_leases.get(name)
+        if lease is not None and lease.held_by_other(holder, now):
+            work.again_in(nodelease.TAKEN_RETRY_SECONDS)
+            until = lease.expires()
             decide(
-                Code.SKIPPED_MIN_HEALTHY,
-                f"unhealthy ({shown}); only {healthy} of {observed} nodes are healthy and "
-                f"{min_healthy} are needed before remediating",
+                Code.SKIPPED_LEASE,
+                f"unhealthy ({shown}); its node Lease {nodelease.name_for(name)} is held by {lease.holder}"
+                + (f" until {format_time(until)}" if until is not None else ""),
             )
-            continue
-        if storm.blocked:
-            decide(
-                Code.SKIPPED_STORM,
-                f"unhealthy ({shown}); after a storm (fewer than {min_healthy} healthy nodes) new remediations "
-                "wait for stormCooldownDuration",
-            )
-            continue
-        if name in under_maintenance:
-            work.again_in(BLOCKED_RETRY_SECONDS)
-            decide(Code.SKIPPED_MAINTENANCE, f"unhealthy ({shown}); the node is under maintenance")
-            continue
-        exclude = labels.get(EXCLUDE_LABEL)
-        if exclude == "true":
-            decide(Code.SKIPPED_EXCLUDED, f"unhealthy ({shown}); labelled {EXCLUDE_LABEL}=true")
-            continue
-        if exclude == "":  # as upstream: only an empty value is called out ("false" says what it means)
-            work.messages.append(f"{name}: label {EXCLUDE_LABEL} is empty, not 'true', so the node is not excluded")
-        if cp and cp_remediated - {name}:
-            work.again_in(BLOCKED_RETRY_SECONDS)
-            others = ", ".join(sorted(cp_remediated - {name}))
-            decide(
-                Code.SKIPPED_CONTROL_PLANE,
-                f"unhealthy ({shown}); control-plane node {others} is being remediated (one at a time)",
-            )
-            continue
-        work.to_mark_timed_out.extend(timed_out)
-        if step is None:
-            decide(Code.NO_TEMPLATE_LEFT, f"unhealthy ({shown}); every escalating remediation timed out")
-            continue
-        if node_leases is not None:
-            lease = node_leases.get(name)
-            if lease is not None and lease.held_by_other(holder, now):
-                work.again_in(nodelease.TAKEN_RETRY_SECONDS)
-                until = lease.expires()
-                decide(
-                    Code.SKIPPED_LEASE,
-                    f"unhealthy ({shown}); its node Lease {nodelease.name_for(name)} is held by {lease.holder}"
-                    + (f" until {format_time(until)}" if until is not None else ""),
-                )
-                continue
-            duration = nodelease.lease_seconds(step.timeout_seconds)
-            work.lease_writes.append(nodelease.LeaseWrite(name, "take", holder, duration, lease, fresh=not rems))
-        if cp:
-            cp_remediated.add(name)
-        work.to_remediate.append(RemediationRequest(name, step, cp))
-        if step.timeout_seconds is not None:
-            work.again_in(step.timeout_seconds + REQUEUE_SLACK_SECONDS)
-        template = f"{step.kind}/{step.name}"
-        if rems:
-            decide(Code.ESCALATE, f"unhealthy ({shown}); the previous remediation timed out, escalating to {template}")
-        else:
-            decide(Code.REMEDIATE, f"unhealthy ({shown}); remediating with {template}")
-
-    return Evaluation(
-        observed=observed,
-        healthy=healthy,
-        min_healthy=min_healthy,
-        min_healthy_met=min_met,
-        paused=paused,
-        decisions=tuple(work.decisions[n] for n in sorted(work.decisions)),
-        to_remediate=tuple(work.to_remediate),
-        to_delete=tuple(sorted(set(work.to_delete), key=_ref_key)),
-        to_mark_timed_out=tuple(sorted(set(work.to_mark_timed_out), key=_ref_key)),
-        to_mark_healthy=tuple(sorted(set(work.to_mark_healthy), key=_ref_key)),
-        confirmations_to_clear=tuple(sorted(set(work.confirmations_to_clear))),
-        requeue_after=_round_up(min(work.requeue)) if work.requeue else None,
-        messages=tuple(work.messages),
-        pause_requests=tuple(pause_requests),
-        storm=storm,
-        lease_writes=tuple(sorted(work.lease_writes, key=lambda w: w.node)),
-    )
+            return
+        duration = nodelease.lease_seconds(step.timeout_seconds)
+        work.lease_writes.append(nodelease.LeaseWrite(name, "take", holder, duration, lease, fresh=not rems))
+    if cp:
+        cp_remediated.add(name)
+    work.to_remediate.append(RemediationRequest(name, step, cp))
+    if step.timeout_seconds is not None:
+        work.again_in(step.timeout_seconds + REQUEUE_SLACK_SECONDS)
+    template = f"{step.kind}/{step.name}"
+    if rems:
+        decide(Code.ESCALATE, f"unhealthy ({shown}); the previous remediation timed out, escalating to {template}")
+    else:
+        decide(Code.REMEDIATE, f"unhealthy ({shown}); remediating with {template}")
 
 
 def _ref_key(ref: RemediationRef) -> tuple[str, str, str, str]:
@@ -858,10 +939,13 @@ def _round_up(seconds: float) -> float:
 
 def _match(
     node: Mapping[str, Any], conditions: list[_Condition], now: datetime
-) -> tuple[tuple[str, ...], float | None]:
-    """(conditions that match now, seconds until the soonest one that will match) for ``node``."""
+) -> tuple[tuple[str, ...], float | None, float | None]:
+    """(conditions that match now, seconds until the soonest one that will match, seconds the longest-held matching
+    one has held: None when none matches or one has no transition time) for ``node``."""
     matched: list[str] = []
     soonest: float | None = None
+    held_longest: float | None = None
+    forever = False
     node_conditions = (node.get("status") or {}).get("conditions") or []
     for wanted in conditions:
         for cond in node_conditions:
@@ -870,15 +954,18 @@ def _match(
             since = cond.get("lastTransitionTime")
             if since is None:  # no transition time: it has held for ever
                 matched.append(f"{wanted.type}={wanted.status}")
+                forever = True
                 continue
             start = parse_time(since, f"node {_name(node)}: condition {wanted.type} lastTransitionTime")
             held = (now - start).total_seconds()
             if held > wanted.seconds:
                 matched.append(f"{wanted.type}={wanted.status}")
+                held_longest = held if held_longest is None else max(held_longest, held)
             else:
                 left = wanted.seconds - held
                 soonest = left if soonest is None else min(soonest, left)
-    return tuple(dict.fromkeys(matched)), (None if matched else soonest)
+    longest = None if forever or held_longest is None else round(held_longest, 3)
+    return tuple(dict.fromkeys(matched)), (None if matched else soonest), longest
 
 
 def _template_of(rem: Mapping[str, Any], templates: list[Template]) -> Template | None:
@@ -895,7 +982,7 @@ def _timed_out(rem: Mapping[str, Any], template: Template, now: datetime) -> boo
     annotations = _meta(rem).get("annotations") or {}
     if TIMED_OUT_ANNOTATION in annotations:
         return True
-    if _condition(rem, "Succeeded") == "False":
+    if _status_conditions.status_of(rem, "Succeeded") == "False":
         return True
     created = _meta(rem).get("creationTimestamp")
     if template.timeout_seconds is None or created is None:
@@ -926,7 +1013,7 @@ def _keep_lease(
     if overdue is not None and now > overdue:
         work.lease_writes.append(nodelease.LeaseWrite(node, "release", holder, current=lease))
         annotations = _meta(current).get("annotations") or {}
-        if TIMED_OUT_ANNOTATION not in annotations and _condition(current, "Succeeded") != "True":
+        if TIMED_OUT_ANNOTATION not in annotations and _status_conditions.status_of(current, "Succeeded") != "True":
             work.to_mark_timed_out.append(_ref(current))
         return f"; overdue since {format_time(overdue)}: timed out, its node Lease given up"
     if nodelease.needs_renewal(lease, length, now):
@@ -967,7 +1054,7 @@ def _next_step(
                 work.again_in(left + REQUEUE_SLACK_SECONDS)
             return None, current, timed_out
         annotations = _meta(current).get("annotations") or {}
-        if TIMED_OUT_ANNOTATION not in annotations and _condition(current, "Succeeded") != "True":
+        if TIMED_OUT_ANNOTATION not in annotations and _status_conditions.status_of(current, "Succeeded") != "True":
             timed_out.append(_ref(current))
     return None, None, timed_out
 

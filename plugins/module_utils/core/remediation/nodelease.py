@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import rfc3339
-from .errors import NodeopsError
+from ..node import rfc3339
+from ..node.errors import NodeopsError
 
 NAMESPACE = "medik8s-leases"
 #: The length of a remediation from a template without a timeout (a single template).

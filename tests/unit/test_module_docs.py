@@ -1,0 +1,130 @@
+"""Every module's argument spec agrees with its documentation as ansible-doc renders it (with the doc fragments):
+the same options and sub-options, with the same types, defaults, choices, elements, aliases and required flags.
+
+The options that several modules share keep their argument specs in plugins/module_utils (request_options.py,
+reconcile_options.py, and the connection options of k8s/client.py) and their documentation in the doc fragment of the
+same name in plugins/doc_fragments; this test holds each pair together in every module that uses it, and the
+option names to the collection's naming scheme.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.module_utils import basic
+from support.ansible_cli import BIN, clean_env
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+PACKAGE = "ansible_collections.nodeops.maintenance.plugins.modules"
+
+
+class _Captured(Exception):
+    def __init__(self, argument_spec: dict[str, Any]) -> None:
+        super().__init__("argument spec captured")
+        self.argument_spec = argument_spec
+
+
+def argument_spec(name: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The whole argument spec the module hands to AnsibleModule (the connection options included)."""
+
+    def capture(self: Any, argument_spec: dict[str, Any], **_: Any) -> None:
+        raise _Captured(argument_spec)
+
+    monkeypatch.setattr(basic.AnsibleModule, "__init__", capture)
+    module = importlib.import_module(f"{PACKAGE}.{name}")
+    with pytest.raises(_Captured) as captured:
+        module.main()
+    return captured.value.argument_spec
+
+
+@cache
+def rendered() -> dict[str, Any]:
+    """ansible-doc's JSON of every module, fragments merged."""
+    names = [f"nodeops.maintenance.{name}" for name in MODULES]
+    out = subprocess.run(
+        [str(BIN / "ansible-doc"), "--json", "-t", "module", *names],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env(),
+        timeout=300,
+    ).stdout
+    return {name.rsplit(".", 1)[1]: doc["doc"] for name, doc in json.loads(out).items()}
+
+
+def from_spec(options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: {
+            "type": spec.get("type", "str"),
+            "default": spec.get("default"),
+            "choices": spec.get("choices"),
+            "elements": spec.get("elements"),
+            "aliases": sorted(spec.get("aliases") or []),
+            "required": bool(spec.get("required")),
+            "options": from_spec(spec["options"]) if spec.get("options") else None,
+        }
+        for name, spec in options.items()
+    }
+
+
+def from_docs(options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: {
+            "type": doc.get("type", "str"),
+            "default": doc.get("default"),
+            "choices": doc.get("choices"),
+            "elements": doc.get("elements"),
+            "aliases": sorted(doc.get("aliases") or []),
+            "required": bool(doc.get("required")),
+            "options": from_docs(doc["suboptions"]) if doc.get("suboptions") else None,
+        }
+        for name, doc in options.items()
+    }
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_the_argument_spec_is_the_documented_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = from_spec(argument_spec(name, monkeypatch))
+    docs = from_docs(rendered()[name].get("options") or {})
+    assert sorted(spec) == sorted(docs), f"{name}: options in the spec only / in the docs only"
+    for option in spec:
+        assert spec[option] == docs[option], f"{name}: option {option}"
+
+
+# Names the collection gave up for one naming scheme; none may come back as an option or an alias.
+RETIRED = {
+    "timeout",  # drain: timeout_seconds; maintenance_reconcile: settle_timeout
+    "concurrency",  # workers
+    "label_selector",  # node_selector (pod ones: pod_selector)
+    "grace_period",  # terminate_grace_period, as kubernetes.core.k8s_drain
+}
+
+
+def names(options: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for name, spec in options.items():
+        out |= {name, *(spec.get("aliases") or [])}
+        out |= names(spec.get("options") or {})
+    return out
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_the_option_names_follow_the_scheme(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = argument_spec(name, monkeypatch)
+    every = names(spec)
+    assert not every & RETIRED, f"{name}: {sorted(every & RETIRED)}"
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", option) for option in every), f"{name}: not snake_case"
+    # a list of node names is never called nodes: nodes are Node objects
+    if "nodes" in spec:
+        assert spec["nodes"].get("elements") != "str", f"{name}: nodes holds Node objects, node_names their names"
+    # wait_timeout only beside wait
+    if "wait_timeout" in spec:
+        assert "wait" in spec, f"{name}: wait_timeout without wait; name the timeout after what it bounds"
