@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.rolling import STATE_KEY, record_name
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import STATE_KEY, record_name
 from cluster import kwok
 from integration.test_node_health import NHC_GROUP, SNR_GROUP, VERSION, nhc_body, template
 from kubernetes import client as k8s
