@@ -22,8 +22,11 @@ INTEGRATION_WORKERS ?= 3
 # The oldest ansible-core the collection supports (meta/runtime.yml), for `make compat`.
 CORE_COMPAT := 2.16.19
 COMPAT_VENV := $(BUILD)/core-$(CORE_COMPAT)
+# The Ansible package of that ansible-core line: the versions of the dependency collections built for it, against
+# which `make compat` checks galaxy.yml's dependency ranges (with those of the Ansible package in $(VENV)).
+ANSIBLE_COMPAT := 9.13.0
 
-.PHONY: test test-under-load checks venv binaries lint unit integration sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
+.PHONY: test test-under-load checks venv binaries lint unit integration collection-docs sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
 
 # The integration tests wait on the cluster more than they compute, so the checks that need no cluster run
 # beside them (each side's output is shown when it ends).
@@ -44,7 +47,7 @@ test-under-load:
 
 # The checks that need no cluster, one after the other.
 checks: venv
-	for check in unit sanity ansible-lint molecule build-check; do $(MAKE) --no-print-directory $$check || exit 1; done
+	for check in unit collection-docs sanity ansible-lint molecule build-check; do $(MAKE) --no-print-directory $$check || exit 1; done
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: tests/requirements.txt requirements.txt
@@ -87,6 +90,13 @@ integration: venv binaries
 	# $(INTEGRATION_WORKERS) workers, each with its own control plane; a test file stays on one worker
 	$(BIN)/python -m pytest tests/integration -q -n $(INTEGRATION_WORKERS) --dist loadfile --durations=15
 
+# The changelog fragments, and the documentation as docs.ansible.com renders it (antsibull-docs reads the plugins'
+# documentation through ansible-doc, and the collection through ansible-galaxy on PATH).
+collection-docs: venv
+	@echo "== antsibull-changelog lint; antsibull-docs lint-collection-docs"
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
+
 sanity: venv
 	@echo "== ansible-test sanity (ansible-core $(ANSIBLE_VERSION), Python 3.11)"
 	rm -rf $(SANITY_TREE) && mkdir -p $(SANITY_TREE)
@@ -118,19 +128,24 @@ build-check: venv
 	$(BIN)/ansible-galaxy collection build --output-path $(BUILD)/dist .
 	@if tar -tzf $(BUILD)/dist/nodeops-maintenance-*.tar.gz | grep -E '\.key$$|node-agent-pki'; then \
 	  echo "build-check: the tarball holds a key or a peer PKI directory (above)"; exit 1; fi
-	$(BIN)/ansible-galaxy collection install --force -p $(BUILD)/installed $(BUILD)/dist/nodeops-maintenance-*.tar.gz
+	# without its dependencies (Galaxy may be out of reach; `make compat` checks their ranges)
+	$(BIN)/ansible-galaxy collection install --force --no-deps -p $(BUILD)/installed $(BUILD)/dist/nodeops-maintenance-*.tar.gz
 	ANSIBLE_COLLECTIONS_PATH=$(abspath $(BUILD)/installed) $(BIN)/ansible-doc nodeops.maintenance.cordon | grep -q 'EXAMPLES'
 	ANSIBLE_COLLECTIONS_PATH=$(abspath $(BUILD)/installed) $(BIN)/ansible-doc nodeops.maintenance.cordon | grep -q 'RETURN VALUES'
 
 # The modules, the crds role and the unit tests under the oldest supported ansible-core; the other
 # tools keep the versions of tests/requirements.txt (used as constraints).
 compat: venv binaries
-	@echo "== ansible-core $(CORE_COMPAT): unit tests; cordon, crds and inventory integration tests"
+	@echo "== ansible-core $(CORE_COMPAT): dependency ranges; unit tests; cordon, crds and inventory integration tests"
 	@if [ ! -x $(COMPAT_VENV)/bin/ansible ]; then \
 	  $(PYTHON) -m venv $(COMPAT_VENV) && \
 	  grep -v '^ansible-core' tests/requirements.txt > $(BUILD)/compat-constraints.txt && \
 	  $(COMPAT_VENV)/bin/pip install --quiet --disable-pip-version-check -c $(BUILD)/compat-constraints.txt \
 	    ansible-core==$(CORE_COMPAT) kubernetes pytest hypothesis cryptography; fi
+	@echo "== galaxy.yml's dependency ranges and meta/runtime.yml against ansible-core $(CORE_COMPAT)"
+	$(COMPAT_VENV)/bin/pip download --quiet --disable-pip-version-check --no-deps -d $(BUILD)/wheels ansible==$(ANSIBLE_COMPAT)
+	$(COMPAT_VENV)/bin/python tests/compat/dependency_ranges.py $(CORE_COMPAT) $(BUILD)/wheels/ansible-$(ANSIBLE_COMPAT)-py3-none-any.whl \
+	  $(VENV)/lib/python3.11/site-packages/ansible_collections
 	$(COMPAT_VENV)/bin/python -m pytest -q tests/unit tests/integration/test_cordon.py tests/integration/test_crds.py \
 	  tests/integration/test_inventory.py
 
