@@ -14,11 +14,7 @@ import urllib.parse
 from typing import Any
 
 from ansible.module_utils.urls import open_url
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
-
-
-class PrometheusError(NodeopsError):
-    """Prometheus did not answer, or not with the alerts."""
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.gates import PrometheusError
 
 
 def check_url(url: str) -> str:

@@ -516,6 +516,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rollin
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+from ansible_collections.nodeops.maintenance.plugins.module_utils.prometheus import alerts as prometheus_alerts
 from ansible_collections.nodeops.maintenance.plugins.module_utils.prometheus import check_url
 from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_options import reconcile_options
 from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import request_options
@@ -759,7 +760,7 @@ def main() -> None:
         window = Rolling(None, options).window_state()  # type: ignore[arg-type]
         module.exit_json(changed=False, window=window, open=window is None or window["open"])
     try:
-        rolling = Rolling(module.client, options)
+        rolling = Rolling(module.client, options, fetch_alerts=prometheus_alerts)
         if module.check_mode:
             result = check_mode_result(rolling, module)
             if step == "start":

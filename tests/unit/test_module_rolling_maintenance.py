@@ -194,8 +194,8 @@ def clocked(api: Api, monkeypatch: pytest.MonkeyPatch) -> Api:
     """The module's runs on the fake API's clock."""
     real = rolling_maintenance.Rolling
 
-    def on_fake_clock(client: Any, options: Any) -> Any:
-        return real(client, options, clock=api.clock, monotonic=api.clock)
+    def on_fake_clock(client: Any, options: Any, **given: Any) -> Any:
+        return real(client, options, clock=api.clock, monotonic=api.clock, **given)
 
     monkeypatch.setattr(rolling_maintenance, "Rolling", on_fake_clock)
     return api
@@ -221,7 +221,7 @@ def test_bad_window_or_gate_settings_fail_and_change_nothing(
     api: Api, capsys: pytest.CaptureFixture[str], params: dict[str, Any], says: str, step: str
 ) -> None:
     before, writes = copy.deepcopy(api.objects), api.write_count
-    result = run_module(capsys, False, fails=True, step=step, nodes=["n0"], **params)
+    result = run_module(capsys, False, fails=True, step=step, node_names=["n0"], **params)
     assert says in result["msg"]
     assert api.write_count == writes and api.objects == before
 
@@ -230,10 +230,10 @@ def test_start_outside_the_window_changes_nothing_in_check_mode_or_not(
     clocked: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:
     api = clocked
-    checked_result = checked(api, capsys, step="start", nodes=["n0"], window=CLOSED)
+    checked_result = checked(api, capsys, step="start", node_names=["n0"], window=CLOSED)
     assert checked_result["changed"] is False and checked_result["stopped"]["reason"] == "window"
     before, writes = copy.deepcopy(api.objects), api.write_count
-    result = run_module(capsys, False, step="start", nodes=["n0"], window=CLOSED)
+    result = run_module(capsys, False, step="start", node_names=["n0"], window=CLOSED)
     assert result["changed"] is False and "opens at 2027-01-15T10:00+00:00 (UTC)" in result["stopped"]["message"]
     assert api.write_count == writes and api.objects == before
 

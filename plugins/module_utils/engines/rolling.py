@@ -20,14 +20,13 @@ from typing import Any
 from ..core.maintenance import gates as gatecore
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import rolling as core
+from ..core.maintenance.gates import PrometheusError
 from ..core.maintenance.window import Window
 from ..core.node.conditions import find as find_condition
 from ..core.node.conditions import set_condition
 from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, NotFound
-from ..prometheus import PrometheusError
-from ..prometheus import alerts as prometheus_alerts
 from .maintenance import ReconcileOptions, Reconciler, key_of
 from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone
 
@@ -89,7 +88,7 @@ class Rolling:
         options: RunOptions,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
-        fetch_alerts: Callable[..., list[dict[str, Any]]] = prometheus_alerts,
+        fetch_alerts: Callable[..., list[dict[str, Any]]] | None = None,
     ) -> None:
         self.client = client
         self.options = options
@@ -433,7 +432,9 @@ class Rolling:
             nodes = None if gates.pod_scope == "cluster" else self.candidates(pending)
             pods = self.client.list(PODS, label_selector=gates.pod_selector)["items"]
             out += gatecore.blocking_pods(pods, nodes)
-        if gates.prometheus_url:
+        if gates.prometheus_url and self.fetch_alerts is None:  # fail safe, as when Prometheus does not answer
+            out.append(gatecore.Blocker("alerts", "no Prometheus client was given; the alert gate blocks"))
+        elif gates.prometheus_url and self.fetch_alerts is not None:
             try:
                 alerts = self.fetch_alerts(
                     gates.prometheus_url, timeout=gates.prometheus_timeout, validate_certs=gates.validate_certs

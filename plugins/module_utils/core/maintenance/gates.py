@@ -20,6 +20,10 @@ POD_SCOPES = ("wave", "cluster")
 FINISHED_POD_PHASES = frozenset(("Succeeded", "Failed"))
 
 
+class PrometheusError(NodeopsError):
+    """Prometheus did not answer, or not with the alerts."""
+
+
 class GateError(NodeopsError, ValueError):
     """A gate setting that cannot be used."""
 

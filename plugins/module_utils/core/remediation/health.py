@@ -797,13 +797,12 @@ def _orphans(inputs: _Inputs, work: _Pass) -> None:
                 work.to_delete.append(_ref(rem))
 
 
-_Unhealthy = tuple[Mapping[str, Any], tuple[str, ...], float | None]
-
-
-def _classify(inputs: _Inputs, work: _Pass) -> tuple[list[_Unhealthy], int]:
+def _classify(
+    inputs: _Inputs, work: _Pass
+) -> tuple[list[tuple[Mapping[str, Any], tuple[str, ...], float | None]], int]:
     """Decide every selected node that is not unhealthy (healthy, soon unhealthy, recovering); return the
     unhealthy ones with the conditions they match and how long they have held, and the number of healthy nodes."""
-    matching: list[_Unhealthy] = []
+    matching: list[tuple[Mapping[str, Any], tuple[str, ...], float | None]] = []
     healthy = 0
     for node in inputs.selected:
         name = _name(node)
