@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import STATE_KEY, record_name
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
+    record_name,
+    stored_nodes,
+)
 from cluster import kwok
 from integration.test_node_health import NHC_GROUP, SNR_GROUP, VERSION, nhc_body, template
 from kubernetes import client as k8s
@@ -158,7 +161,7 @@ def test_rolling_maintenance_job_with_survey_answers(
     recap = stats(run_job(pdd, "playbooks/rolling_maintenance.yml"))
     assert recap["failures"] == {} and recap["dark"] == {}
     record = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), namespace)
-    state = {entry["node"]: entry["state"] for entry in json.loads(record.data[STATE_KEY])}
+    state = {node: entry["state"] for node, entry in stored_nodes(record.data).items()}
     assert state == dict.fromkeys(names, "done")
     for name in names:
         node = core.read_node(name)
