@@ -271,7 +271,12 @@ def main() -> None:
         module.fail_json(msg=str(err))
     out: dict[str, Any] = {"changed": False, "text": text, "metrics": exposition.names()}
     if url:
-        out["url"] = url + path
+        scheme, rest = url.split("://", 1)
+        out["url"] = (
+            f"{scheme}://{rest.split('/', 1)[0].rsplit('@', 1)[-1]}"
+            + ("/" + rest.split("/", 1)[1] if "/" in rest else "")
+            + path
+        )  # no user information in the output
         out["changed"] = True
         if not module.check_mode:
             try:

@@ -239,6 +239,13 @@ options:
           - The message of the playbook's own gate tasks when they failed (the playbook runs them, and retries them
             up to its gate timeout, before this step). When set, the run stops without a wave at once.
         type: str
+      tasks:
+        description:
+          - Whether the playbook runs gate tasks of its own before each wave. Then, as with the other gates,
+            the releases of O(step=start) and O(step=finish) schedule no new request, so that nothing new is
+            cordoned before those tasks have passed.
+        type: bool
+        default: false
   gate_timeout:
     description:
       - How long O(step=next_wave) checks a blocked gate again before the run stops (RV(stopped)), in seconds.
@@ -562,6 +569,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
             "pending_alerts": {"type": "bool", "default": False},
             "validate_certs": {"type": "bool", "default": True},
             "check_failure": {"type": "str"},
+            "tasks": {"type": "bool", "default": False},
         },
     },
     "gate_timeout": {"type": "float", "default": 3600},
@@ -635,6 +643,7 @@ def gate_options(p: dict[str, Any]) -> GateOptions | None:
         pending_alerts=bool(g.get("pending_alerts")),
         validate_certs=g.get("validate_certs") is not False,
         check_failure=(g.get("check_failure") or "").strip(),
+        tasks=bool(g.get("tasks")),
         timeout=p["gate_timeout"],
         interval=p["gate_interval"],
     )

@@ -358,6 +358,14 @@ def test_condition_keeps_the_transition_time_while_the_status_stays() -> None:
     }
 
 
+def test_of_several_ready_conditions_the_last_one_is_kept_and_set() -> None:
+    first = {"type": "Ready", "status": "False", "reason": "Cordon", "message": "", "lastTransitionTime": "a"}
+    last = {"type": "Ready", "status": "False", "reason": "Draining", "message": "", "lastTransitionTime": "b"}
+    conditions: list[dict[str, Any]] = [first, {"type": "Other"}, last]
+    assert lc.set_ready(conditions, "Draining", None, NOW)  # nothing new but the duplicate dropped
+    assert conditions == [{"type": "Other"}, last]
+
+
 def test_unknown_reason_is_left_alone() -> None:
     step = lc.next_step(nm("Paused"), node(), NOW)
     assert step.idle and "Paused" in step.waiting

@@ -378,3 +378,11 @@ def test_the_agent_itself_parses_as_python_3_9() -> None:
     modules = {n.names[0].name.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)}
     modules |= {str(n.module).partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert modules <= set(sys.stdlib_module_names) | {"nodeops_core"}, modules - set(sys.stdlib_module_names)
+
+
+@pytest.mark.parametrize("address", ["localhost", "node-1.example", "127.0.0.1\x00", "::1]"])
+def test_the_metrics_address_must_be_an_ip_address(address: str) -> None:
+    """A name or a broken address fails the configuration check, not the agent's start of its metrics."""
+    with pytest.raises(agentconfig.AgentConfigError, match=r"metricsAddress: .* is not an IP address"):
+        agentconfig.validate({**REQUIRED, "metricsAddress": address, "metricsPort": 9737})
+    assert agentconfig.validate({**REQUIRED, "metricsAddress": "::1", "metricsPort": 9737})["metricsAddress"] == "::1"

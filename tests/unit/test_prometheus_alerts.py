@@ -77,3 +77,12 @@ def test_prometheus_out_of_reach() -> None:
 def test_a_url_that_is_not_http_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="not an http:// or https:// URL"):
         check_url(url)
+
+
+def test_messages_never_show_the_user_information_of_the_url() -> None:
+    from ansible_collections.nodeops.maintenance.plugins.module_utils import prometheus
+
+    with pytest.raises(prometheus.PrometheusError) as caught:
+        prometheus.alerts("http://user:secret@127.0.0.1:9/?token=x", timeout=2)
+    assert "secret" not in str(caught.value) and "token" not in str(caught.value)
+    assert "127.0.0.1:9" in str(caught.value)

@@ -159,6 +159,22 @@ def test_with_the_builtin_engine_no_pass_schedules_a_new_node_once_the_window_cl
     assert api.objects[(NODES.plural, None, "n2")]["spec"].get("unschedulable") is True
 
 
+def test_with_only_gate_tasks_the_releases_schedule_no_new_node(api: GateApi) -> None:
+    """The playbook runs its own gate tasks after finish: its releases must not cordon the next nodes first."""
+    api.add(
+        MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxParallelOperations": 2}}
+    )
+    api.tick = 0.0
+    reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
+    opts: dict[str, Any] = {"engine": "builtin", "reconcile": reconcile, "gates": GateOptions(tasks=True)}
+    assert RunOptions(run_id=RUN, requestor=REQUESTOR, namespace=NS, record_namespace=CFG, spec={}, **opts).holds
+    rolling(api, **opts).start(["n0"], "release", False)
+    assert rolling(api, **opts).next_wave()["nodes"] == ["n0"]
+    api.add(NODE_MAINTENANCES, nm("other-n2", "n2"))  # someone else's request, with a free slot
+    assert rolling(api, **opts).finish(["n0"], {})["released"] == ["n0"]
+    assert "unschedulable" not in api.objects[(NODES.plural, None, "n2")]["spec"]
+
+
 def test_the_window_closing_while_a_wave_gathers_stops_without_a_wave(api: GateApi) -> None:
     api.tick = 600.0  # every look at the cluster is ten minutes
     rolling(api, window=OPEN).start(["n0", "n1"], "release", False)

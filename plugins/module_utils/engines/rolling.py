@@ -46,13 +46,14 @@ class GateOptions:
     pending_alerts: bool = False  # pending alerts block too
     validate_certs: bool = True
     check_failure: str = ""  # the user's gate tasks failed with this message (the playbook ran them)
+    tasks: bool = False  # the playbook runs gate tasks of its own before each wave
     timeout: float = 3600.0  # how long a blocked gate is checked again before the run stops
     interval: float = 30.0  # between two checks while blocked
     prometheus_timeout: float = 10.0
 
     @property
     def active(self) -> bool:
-        return bool(self.pod_selector or self.prometheus_url or self.check_failure)
+        return bool(self.pod_selector or self.prometheus_url or self.check_failure or self.tasks)
 
 
 @dataclass

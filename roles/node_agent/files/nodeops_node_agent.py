@@ -1199,7 +1199,7 @@ class Agent:
         address = (self.cfg["metricsAddress"], port)
         try:
             self.metrics_server = MetricsServer(address, self.metrics_text).start()
-        except OSError as err:
+        except Exception as err:  # nothing of the metrics may stop the checks or the watchdog
             if str(err) != self.metrics_error:
                 LOG.error("cannot serve the metrics on %s:%d: %s (tried again at every check)", *address, err)
             self.metrics_error = str(err)

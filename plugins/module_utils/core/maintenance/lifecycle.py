@@ -303,7 +303,13 @@ def set_ready(conditions: list[dict[str, Any]], phase: str, generation: int | No
     in Ready, the phase as its reason; lastTransitionTime moves only when the status changes."""
     extra = {} if generation is None else {"observedGeneration": generation}
     status = "True" if phase == PHASE_READY else "False"
-    return _conditions.set_condition(conditions, CONDITION_READY, status, phase, "", rfc3339(now), **extra)
+    # Several Ready conditions (written by hand, or by another engine): the last one is what is read, so it is
+    # the one kept and set.
+    readies = [i for i, c in enumerate(conditions) if isinstance(c, Mapping) and c.get("type") == CONDITION_READY]
+    for index in reversed(readies[:-1]):
+        del conditions[index]
+    changed = _conditions.set_condition(conditions, CONDITION_READY, status, phase, "", rfc3339(now), **extra)
+    return changed or len(readies) > 1
 
 
 # -- the steps ------------------------------------------------------------------------------------

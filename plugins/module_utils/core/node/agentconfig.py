@@ -12,6 +12,7 @@ raises AgentConfigError naming the field.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
@@ -132,6 +133,14 @@ def validate(config: Mapping[str, Any]) -> dict[str, Any]:
         raise AgentConfigError(
             "metricsAddress: must not be empty while metricsPort is set (127.0.0.1: this node only)."
         )
+    if result["metricsPort"]:
+        try:
+            ipaddress.ip_address(result["metricsAddress"])
+        except ValueError:
+            raise AgentConfigError(
+                f"metricsAddress: {result['metricsAddress']!r} is not an IP address; give one such as 127.0.0.1 "
+                "(this node only) or the node's own address."
+            ) from None
     if result["isSoftwareRebootEnabled"] and not result["rebootCommand"]:
         raise AgentConfigError("rebootCommand: must not be empty while isSoftwareRebootEnabled is true.")
     return result
