@@ -3,7 +3,30 @@ busy machine must not turn a slow example into a failure. What the property test
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
 from hypothesis import HealthCheck, settings
+from support.node_agent import FakeApi, issue
 
 settings.register_profile("nodeops", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("nodeops")
+
+
+@pytest.fixture
+def fake_api(tmp_path: Path) -> Iterator[FakeApi]:
+    """A fake API server for the node agent's tests."""
+    api = FakeApi(tmp_path / "api").start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, Any]:
+    """A peer CA for the node agent's tests: the CA, its certificate file and the folder for the agents' files."""
+    ca = issue("nodeops-peer-ca")
+    return {"ca": ca, "ca_file": ca.write(tmp_path / "pki", "ca")[0], "dir": tmp_path / "pki"}

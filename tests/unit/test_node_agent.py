@@ -42,22 +42,6 @@ HEALTHY, UNHEALTHY, API_ERROR = 1, 2, 3
 
 
 @pytest.fixture
-def fake_api(tmp_path: Path) -> Iterator[FakeApi]:
-    api = FakeApi(tmp_path / "api").start()
-    try:
-        yield api
-    finally:
-        api.stop()
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> dict[str, Any]:
-    ca = issue("nodeops-peer-ca")
-    ca_file = ca.write(tmp_path / "pki", "ca")[0]
-    return {"ca": ca, "ca_file": ca_file, "dir": tmp_path / "pki"}
-
-
-@pytest.fixture
 def agents() -> Iterator[list[AgentProcess]]:
     started: list[AgentProcess] = []
     yield started

@@ -16,22 +16,7 @@ from typing import Any
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.metrics import AGENT
 from support.exposition import parse, value
-from support.node_agent import AgentProcess, FakeApi, free_port, issue, make_agent, wait_for
-
-
-@pytest.fixture
-def fake_api(tmp_path: Path) -> Iterator[FakeApi]:
-    api = FakeApi(tmp_path / "api").start()
-    try:
-        yield api
-    finally:
-        api.stop()
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> dict[str, Any]:
-    ca = issue("nodeops-peer-ca")
-    return {"ca": ca, "ca_file": ca.write(tmp_path / "pki", "ca")[0], "dir": tmp_path / "pki"}
+from support.node_agent import AgentProcess, FakeApi, free_port, make_agent, wait_for
 
 
 @pytest.fixture

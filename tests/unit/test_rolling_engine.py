@@ -130,7 +130,7 @@ def api() -> Api:
     return fake
 
 
-def rolling(api: Api, **options: Any) -> Rolling:
+def rolling(api: Api, fetch_alerts: Any = None, **options: Any) -> Rolling:
     """A fresh Rolling, as each step of the playbook makes (a module run): nothing kept in memory."""
     defaults: dict[str, Any] = {
         "run_id": RUN,
@@ -145,7 +145,13 @@ def rolling(api: Api, **options: Any) -> Rolling:
         "node_ready_timeout": 20.0,
         "release_timeout": 20.0,
     }
-    return Rolling(api, RunOptions(**{**defaults, **options}), clock=api.clock, monotonic=api.clock)  # type: ignore[arg-type]
+    return Rolling(
+        api,  # type: ignore[arg-type]
+        RunOptions(**{**defaults, **options}),
+        clock=api.clock,
+        monotonic=api.clock,
+        fetch_alerts=fetch_alerts,
+    )
 
 
 def started(api: Api, *nodes: str, **options: Any) -> dict[str, Any]:

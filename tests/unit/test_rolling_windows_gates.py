@@ -12,7 +12,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import ReconcileOptions
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
     GateOptions,
-    Rolling,
     RunOptions,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
@@ -23,7 +22,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.prometheus import PrometheusError
 from unit.test_engine_maintenance import NOW, NS, nm, node
-from unit.test_rolling_engine import CFG, RECORD, REQUESTOR, RUN, Api
+from unit.test_rolling_engine import CFG, RECORD, REQUESTOR, RUN, Api, rolling
 
 # NOW is Friday 2027-01-15 08:00 UTC
 OPEN = parse_window(None, "08:00", "09:00", "UTC")  # open now, closes in an hour
@@ -49,24 +48,6 @@ def api() -> GateApi:
     for name in ("n0", "n1", "n2", "n3"):
         fake.add(NODES, node(name))
     return fake
-
-
-def rolling(api: Api, fetch_alerts: Any = None, **options: Any) -> Rolling:
-    defaults: dict[str, Any] = {
-        "run_id": RUN,
-        "requestor": REQUESTOR,
-        "namespace": NS,
-        "record_namespace": CFG,
-        "spec": {"cordon": True},
-        "engine": "operator",
-        "interval": 0.0,
-        "gather": 30.0,
-        "wave_timeout": 300.0,
-        "node_ready_timeout": 20.0,
-        "release_timeout": 20.0,
-    }
-    extra = {"fetch_alerts": fetch_alerts} if fetch_alerts else {}
-    return Rolling(api, RunOptions(**{**defaults, **options}), clock=api.clock, monotonic=api.clock, **extra)
 
 
 def pod(name: str, node_name: str, labels: dict[str, str], phase: str = "Running") -> dict[str, Any]:
