@@ -255,6 +255,34 @@ options:
     description: Seconds between two checks of a blocked gate.
     type: float
     default: 30
+  progress_after:
+    description:
+      - Hand a long wait back instead of waiting on silently, so that the caller can show progress. When
+        O(step=next_wave) (a gate that blocks, or no request Ready yet) or O(step=finish) (maintained nodes not
+        Ready in Kubernetes yet) has waited this many seconds in this call, it returns RV(waiting) and RV(resume)
+        instead of its usual result, with nothing lost.
+      - Then call the step named by RV(waiting.phase) (V(finish) for V(ready), else V(next_wave)) again with
+        O(resume) set to RV(resume), showing RV(waiting.message) in between. It goes on where it stopped, and its
+        timeout (O(gate_timeout), O(wave_timeout), O(node_ready_timeout)) still counts from the start of the wait.
+      - V(0) waits to the end in one call.
+    type: float
+    default: 0
+  resume:
+    description:
+      - With O(step=next_wave) or O(step=finish), go on with a wait that an earlier call handed back: its RV(resume),
+        as it was returned.
+      - O(step=finish) with O(resume) takes the wave's outcome from the record, not from O(succeeded) and O(failed).
+    type: dict
+    suboptions:
+      phase:
+        description: The wait, V(gate) or V(wave) (O(step=next_wave)) or V(ready) (O(step=finish)).
+        type: str
+        choices: [gate, wave, ready]
+        required: true
+      since:
+        description: When the wait began, in seconds since the epoch.
+        type: float
+        required: true
 notes:
   - The run's record is a ConfigMap; the identity running the playbook needs to get, create and update ConfigMaps
     in O(config_namespace), besides what M(nodeops.maintenance.node_maintenance) needs.
@@ -407,8 +435,12 @@ released:
   type: list
   elements: str
 finished:
-  description: With O(step=finish) and O(then_next_wave), the outcome of the wave just finished.
-  returned: success and O(then_next_wave)
+  description:
+    - With O(step=finish), the outcome of the wave just finished (with O(then_next_wave), the result's other keys
+      are the next wave's).
+    - Not returned while O(step=finish) hands back its wait for Ready (RV(waiting.phase=ready)); the call that goes on
+      with O(resume) returns it.
+  returned: success and O(step=finish), except with RV(waiting.phase=ready)
   type: dict
   contains:
     maintained:
@@ -483,6 +515,59 @@ lines:
   returned: success and O(step=summary)
   type: list
   elements: str
+waiting:
+  description:
+    - A wait handed back with O(progress_after) (no wave, no outcome yet): call the step again with O(resume) set to
+      RV(resume).
+  returned: O(step=next_wave) or O(step=finish) with O(progress_after), when a wait lasted that long
+  type: dict
+  contains:
+    phase:
+      description: V(gate) (a gate blocks), V(wave) (no request of the run is Ready yet) or V(ready) (maintained
+        nodes are not Ready in Kubernetes yet).
+      type: str
+    since:
+      description: When the wait began, in seconds since the epoch.
+      type: float
+    waited:
+      description: Seconds waited so far.
+      type: float
+    timeout:
+      description: How long the wait may last in all (the step's timeout).
+      type: float
+    message:
+      description: One line on what the run waits for, for a person.
+      type: str
+    blockers:
+      description: With V(gate), what blocks, as in RV(stopped.blockers).
+      type: list
+      elements: dict
+    busy:
+      description: With V(wave), the run's nodes whose requests are being prepared (cordon, drain).
+      type: list
+      elements: str
+    queued:
+      description: With V(wave), the run's nodes whose requests wait for the scheduler.
+      type: list
+      elements: str
+    nodes_not_ready:
+      description: With V(ready), the maintained nodes not Ready yet.
+      type: list
+      elements: str
+  sample:
+    phase: wave
+    since: 1767225600.0
+    waited: 50.2
+    timeout: 3600
+    message: "Run CHG-1234: waiting for the next wave: 2 node(s) (gpu-03, gpu-04) being prepared (cordon, drain),
+      0 node(s) waiting for the scheduler (waiting 50s of at most 3600s)"
+    busy: [gpu-03, gpu-04]
+    queued: []
+resume:
+  description: What O(resume) takes to go on with the wait in RV(waiting).
+  returned: with RV(waiting)
+  type: dict
+  sample: {phase: wave, since: 1767225600.0}
 """
 
 from typing import Any
@@ -515,6 +600,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     nm_spec,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
+    WAIT_PHASES,
+    WAIT_READY,
     GateOptions,
     Rolling,
     RunOptions,
@@ -574,7 +661,18 @@ ARGUMENT_SPEC: dict[str, Any] = {
     },
     "gate_timeout": {"type": "float", "default": 3600},
     "gate_interval": {"type": "float", "default": 30},
+    "progress_after": {"type": "float", "default": 0},
+    "resume": {
+        "type": "dict",
+        "options": {
+            "phase": {"type": "str", "choices": list(WAIT_PHASES), "required": True},
+            "since": {"type": "float", "required": True},
+        },
+    },
 }
+
+# The keys of a finish's result that RV(finished) holds.
+FINISHED_KEYS = ("maintained", "failures", "released", "abort")
 
 POSITIVE = (
     "gather_seconds",
@@ -597,6 +695,8 @@ def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
         raise ValueError(f"max_fail_percentage must be between 0 and 100 (got {p['max_fail_percentage']:g}).")
     if p["workers"] < 1:
         raise ValueError("workers must be at least 1.")
+    if p["progress_after"] < 0:
+        raise ValueError(f"progress_after must be 0 (wait to the end) or more (got {p['progress_after']:g}).")
     try:
         record_name(p["run_id"])
     except RollingError as exc:
@@ -628,6 +728,7 @@ def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
         max_fail_percentage=p["max_fail_percentage"],
         window=window,
         gates=gate_options(p),
+        progress_after=p["progress_after"],
     )
     return options, overrides
 
@@ -741,8 +842,9 @@ def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
             released=[],
             abort=fail_budget(run, rolling.options.max_fail_percentage).exceeded,
         )
+        result["finished"] = {k: result[k] for k in FINISHED_KEYS}
         if p["then_next_wave"]:
-            finished = {k: result[k] for k in ("maintained", "failures", "released", "abort")}
+            finished = result["finished"]
             following = next_wave_check(rolling, run)
             return {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
     else:
@@ -775,17 +877,25 @@ def main() -> None:
             if step == "start":
                 result["overrides"] = overrides
             module.exit_json(**result)
+        resume = p["resume"]
+        if resume is not None and (step, resume["phase"] == WAIT_READY) not in (("next_wave", False), ("finish", True)):
+            module.fail_json(
+                msg=f"resume with phase {resume['phase']!r} goes with step="
+                f"{'finish' if resume['phase'] == WAIT_READY else 'next_wave'}, not step={step}."
+            )
         if step == "start":
             result = {**rolling.start(targets(module), p["interrupted"], p["retry_failed"]), "overrides": overrides}
         elif step == "next_wave":
-            result = rolling.next_wave()
+            result = rolling.next_wave(resume)
         elif step == "finish":
             failed = {str(k): str(v) for k, v in (p["failed"] or {}).items()}
-            result = rolling.finish(p["succeeded"], failed, timings(p["timings"]))
-            if p["then_next_wave"]:
-                finished = {k: result[k] for k in ("maintained", "failures", "released", "abort")}
-                following = rolling.next_wave()
-                result = {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
+            result = rolling.finish(p["succeeded"], failed, timings(p["timings"]), resume)
+            if "waiting" not in result:
+                finished = {k: result[k] for k in FINISHED_KEYS}
+                result["finished"] = finished
+                if p["then_next_wave"]:
+                    following = rolling.next_wave()
+                    result = {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
         else:
             result = rolling.summary()
     except RequestError as exc:

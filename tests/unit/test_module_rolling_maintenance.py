@@ -257,3 +257,46 @@ def test_check_mode_next_wave_outside_the_window_or_blocked_would_not_change(
     blocked = checked(api, capsys, step="next_wave", gates={"check_failure": "ceph is HEALTH_WARN"})
     assert blocked["changed"] is False and blocked["blocked"][0]["gate"] == "tasks"
     assert checked(api, capsys, step="next_wave", window=OPEN)["changed"] is True
+
+
+# ============================================================================== progress
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"step": "next_wave", "progress_after": -1}, "progress_after must be 0 (wait to the end) or more (got -1)"),
+        ({"step": "finish", "resume": {"phase": "wave", "since": 1.0}}, "goes with step=next_wave, not step=finish"),
+        (
+            {"step": "next_wave", "resume": {"phase": "ready", "since": 1.0}},
+            "goes with step=finish, not step=next_wave",
+        ),
+        (
+            {"step": "next_wave", "resume": {"phase": "later", "since": 1.0}},
+            "value of phase must be one of: gate, wave, ready, got: later found in resume",
+        ),
+    ],
+)
+def test_bad_progress_settings_fail_and_change_nothing(
+    api: Api, capsys: pytest.CaptureFixture[str], params: dict[str, Any], message: str
+) -> None:
+    started(api, "n0")
+    before, writes = copy.deepcopy(api.objects), api.write_count
+    result = run_module(capsys, False, fails=True, **params)
+    assert message in result["msg"]
+    assert api.write_count == writes and api.objects == before
+
+
+def test_a_long_wave_wait_hands_back_its_progress_and_the_same_call_with_resume_goes_on(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.tick = 5.0
+    started(api, "n0")
+    api.set_phase("n0", lc.PHASE_DRAINING)
+    result = run_module(capsys, False, step="next_wave", progress_after=10, wave_timeout=600)
+    assert result["waiting"]["phase"] == "wave" and result["resume"] == {
+        "phase": "wave",
+        "since": result["waiting"]["since"],
+    }
+    assert result["changed"] is False and result["nodes"] == []
+    api.set_phase("n0", lc.PHASE_READY)
+    again = run_module(capsys, False, step="next_wave", progress_after=10, wave_timeout=600, resume=result["resume"])
+    assert again["nodes"] == ["n0"] and "waiting" not in again

@@ -33,6 +33,12 @@ from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, 
 FAILED_REASON = "FailedMaintenance"
 STOP_WINDOW = "window"
 STOP_GATE = "gate"
+# The waits a step can hand back with ``progress_after`` (``waiting`` in its result), and go on with ``resume``.
+WAIT_GATE = "gate"  # next_wave: a gate blocks
+WAIT_WAVE = "wave"  # next_wave: no request of the run is Ready yet
+WAIT_READY = "ready"  # finish: maintained nodes are not Ready in Kubernetes yet
+WAIT_PHASES = (WAIT_GATE, WAIT_WAVE, WAIT_READY)
+NAMES_SHOWN = 5  # nodes a progress message names
 
 
 @dataclass
@@ -75,6 +81,8 @@ class RunOptions:
     max_fail_percentage: float = 0.0
     window: Window | None = None  # waves start only inside it
     gates: GateOptions | None = None
+    # a wait that lasts this many seconds returns ``waiting`` (say so, then call again with ``resume``); 0: never
+    progress_after: float = 0.0
 
     @property
     def holds(self) -> bool:
@@ -188,6 +196,50 @@ class Rolling:
         if not changed:
             self._waiter.wait(max(0.0, min(self.options.interval, deadline - self.monotonic())))
 
+    # -- long waits, handed back with progress ------------------------------------------------------
+    def _since(self, resume: Mapping[str, Any] | None, phase: str) -> float:
+        """When a wait of ``phase`` began (seconds since the epoch): the one ``resume`` goes on with, or now."""
+        if resume is not None and resume.get("phase") == phase:
+            return min(float(resume["since"]), self.clock())
+        return self.clock()
+
+    def _deadline(self, since: float, timeout: float) -> float:
+        """The monotonic deadline of a wait that began at ``since`` (wall clock) and may last ``timeout``."""
+        return self.monotonic() + timeout - max(0.0, self.clock() - since)
+
+    def _progress_due(self, began: float) -> bool:
+        """Whether this call has waited long enough to hand the wait back with its progress."""
+        after = self.options.progress_after
+        return after > 0 and self.monotonic() - began >= after
+
+    def _until_progress(self, began: float) -> float:
+        after = self.options.progress_after
+        return float("inf") if after <= 0 else max(0.0, began + after - self.monotonic())
+
+    def _waiting(
+        self, run: core.RunRecord, phase: str, since: float, timeout: float, message: str, **details: Any
+    ) -> dict[str, Any]:
+        """The result of a step that hands its wait back: what it waits for, since when, and ``resume``, which
+        the next call of the same step takes to go on with the same deadline."""
+        waited = max(0.0, self.clock() - since)
+        return {
+            "changed": False,
+            "wave": None,
+            "nodes": [],
+            "done": False,
+            "abort": False,
+            "waiting": {
+                "phase": phase,
+                "since": since,
+                "waited": round(waited, 1),
+                "timeout": timeout,
+                "message": f"Run {self.options.run_id}: {message} (waiting {waited:.0f}s of at most {timeout:g}s)",
+                **details,
+            },
+            "resume": {"phase": phase, "since": since},
+            **self.status(run),
+        }
+
     # -- steps -----------------------------------------------------------------------------------
     def start(self, targets: Sequence[str], interrupted: str, retry_failed: bool) -> dict[str, Any]:
         if not targets:
@@ -222,7 +274,7 @@ class Rolling:
         if plan.rerun:
             self._clear_failed(plan.rerun)
         actions = self.requests.present(plan.request) if plan.request else []
-        not_back = self._wait_ready(plan.release)
+        not_back, _left = self._wait_ready(plan.release)
         for node, why in not_back.items():  # interrupted and not back: for a person, like a failure
             core.mark_failed(run, node, f"interrupted, then {why}", self.clock())
             self._mark_failed_request(node, run.nodes[node].message)
@@ -242,8 +294,11 @@ class Rolling:
             **self.status(run),
         }
 
-    def next_wave(self) -> dict[str, Any]:
+    def next_wave(self, resume: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The next wave; with ``progress_after``, a wait that lasts longer returns ``waiting`` instead, and the
+        call with its ``resume`` goes on where it stopped (a gate wait, or the wave's, with the same deadline)."""
         opts = self.options
+        call_began = self.monotonic()
         run = self.load()
         budget = core.fail_budget(run, opts.max_fail_percentage)
         if budget.exceeded:
@@ -251,10 +306,13 @@ class Rolling:
         pending = run.in_state(core.PENDING)
         if not pending:
             return {"changed": False, "wave": None, "nodes": [], "done": True, "abort": False, **self.status(run)}
-        stop, gate_report = self._hold(run, pending)
-        if stop is not None:
-            return stop
-        deadline = self.monotonic() + opts.wave_timeout
+        gate_report: dict[str, Any] = {}
+        if resume is None or resume.get("phase") != WAIT_WAVE:  # a wave wait goes on past the gates it passed
+            stop, gate_report = self._hold(run, pending, self._since(resume, WAIT_GATE), call_began)
+            if stop is not None:
+                return stop
+        since = self._since(resume, WAIT_WAVE)
+        deadline = self._deadline(since, opts.wave_timeout)
         phases, _objects = self._phases(pending)
         missing = [n for n in pending if phases[n] is None]
         if missing:  # killed before its request was made, or the request was deleted under us
@@ -296,33 +354,74 @@ class Rolling:
                     f"No node of run {opts.run_id!r} became ready for its maintenance within {opts.wave_timeout:g}s: "
                     + "; ".join(waiting)
                 )
-            self._pause(changed, deadline)
+            if self._progress_due(call_began):
+                self.save(run)
+                return self._waiting(
+                    run,
+                    WAIT_WAVE,
+                    since,
+                    opts.wave_timeout,
+                    f"waiting for the next wave: {_named(decision.busy)} being prepared (cordon, drain), "
+                    f"{_named(decision.queued)} waiting for the scheduler",
+                    busy=decision.busy,
+                    queued=decision.queued,
+                )
+            self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
 
     def finish(
         self,
         succeeded: Sequence[str],
         failed: Mapping[str, str],
         timings: Mapping[str, Sequence[float]] | None = None,
+        resume: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Record the wave's outcome, wait for the maintained nodes to be Ready, release them. With
+        ``progress_after``, a Ready wait that lasts longer returns ``waiting``; the call with its ``resume`` (and
+        no outcome: it is on record) goes on with the same deadline."""
         opts = self.options
+        began = self.monotonic()
         run = self.load()
-        try:
-            outcomes = core.sort_outcomes(run, succeeded, failed, self.clock(), timings)
-        except core.RollingError as exc:
-            raise RequestError(f"{exc}; report only the nodes of the current wave.") from None
-        if not finish_changed(outcomes):  # no node in a wave: nothing to record or release
-            return {
-                "changed": False,
-                "maintained": [],
-                "failures": {},
-                "released": [],
-                "abort": core.fail_budget(run, opts.max_fail_percentage).exceeded,
-                **self.status(run),
-            }
-        for node, why in outcomes.failed.items():
-            core.mark_failed(run, node, why, self.clock())
-        self.save(run)  # the failures reported are on record before any wait or release
-        not_back = self._wait_ready(outcomes.succeeded)
+        if resume is not None and resume.get("phase") == WAIT_READY:
+            outcomes = core.recorded_outcomes(run)
+            since = self._since(resume, WAIT_READY)
+            if not outcomes.succeeded:  # nothing left to wait for: a finish already went on
+                return {
+                    "changed": False,
+                    "maintained": [],
+                    "failures": outcomes.failed,
+                    "released": [],
+                    "abort": core.fail_budget(run, opts.max_fail_percentage).exceeded,
+                    **self.status(run),
+                }
+        else:
+            try:
+                outcomes = core.sort_outcomes(run, succeeded, failed, self.clock(), timings)
+            except core.RollingError as exc:
+                raise RequestError(f"{exc}; report only the nodes of the current wave.") from None
+            if not finish_changed(outcomes):  # no node in a wave: nothing to record or release
+                return {
+                    "changed": False,
+                    "maintained": [],
+                    "failures": {},
+                    "released": [],
+                    "abort": core.fail_budget(run, opts.max_fail_percentage).exceeded,
+                    **self.status(run),
+                }
+            for node, why in outcomes.failed.items():
+                core.mark_failed(run, node, why, self.clock())
+            self.save(run)  # the failures reported are on record before any wait or release
+            since = self.clock()
+        not_back, left = self._wait_ready(outcomes.succeeded, self._deadline(since, opts.node_ready_timeout), began)
+        if left:
+            result = self._waiting(
+                run,
+                WAIT_READY,
+                since,
+                opts.node_ready_timeout,
+                f"wave {run.last_wave}: waiting for {_named(left)} to be Ready in Kubernetes after the maintenance",
+                nodes_not_ready=left,
+            )
+            return {**result, "changed": True, "maintained": [], "failures": outcomes.failed, "released": []}
         for node, why in not_back.items():
             outcomes.failed[node] = why
             core.mark_failed(run, node, why, self.clock())
@@ -385,23 +484,25 @@ class Rolling:
             "blockers": [],
         }
 
-    def _hold(self, run: core.RunRecord, pending: list[str]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    def _hold(
+        self, run: core.RunRecord, pending: list[str], since: float, began: float
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """Before anything that could schedule: the window, then the gates, checked again every gate interval
-        while they block, up to the gate timeout. (a result that stops the run, or None; what the gates did)."""
+        while they block, up to the gate timeout from ``since`` (when the gate wait began, on the wall clock).
+        (a result that stops the run or hands the wait back, or None; what the gates did)."""
         window = self.window_state()
         if window is not None and not window["open"]:
             return self._stop(run, self.window_stop(window), window=window), {}
         gates = self.options.gates
         if gates is None or not gates.active:
             return None, {}
-        began = self.monotonic()
-        deadline = began + gates.timeout
+        deadline = self._deadline(since, gates.timeout)
         seen: dict[str, None] = {}
         checks = 0
         while True:
             blockers = self.blockers(pending)
             checks += 1
-            report = {"checks": checks, "waited": round(self.monotonic() - began, 1), "blocked_by": list(seen)}
+            report = {"checks": checks, "waited": round(max(0.0, self.clock() - since), 1), "blocked_by": list(seen)}
             if not blockers:
                 return None, report
             seen.update(dict.fromkeys(b.message for b in blockers))
@@ -416,7 +517,13 @@ class Rolling:
                     "blockers": [b.as_dict() for b in blockers],
                 }
                 return self._stop(run, stopped, window=window), {**report, "blocked_by": list(seen)}
-            self._waiter.wait(min(gates.interval, remaining))
+            if self._progress_due(began):
+                message = f"the next wave waits for its gates: {gatecore.summarize(blockers)}"
+                waiting = self._waiting(
+                    run, WAIT_GATE, since, gates.timeout, message, blockers=[b.as_dict() for b in blockers]
+                )
+                return waiting, {**report, "blocked_by": list(seen)}
+            self._waiter.wait(min(gates.interval, remaining, self._until_progress(began)))
             window = self.window_state()
             if window is not None and not window["open"]:
                 return self._stop(run, self.window_stop(window), window=window), {**report, "blocked_by": list(seen)}
@@ -513,11 +620,16 @@ class Rolling:
         name = meta.get("name") or self.requests.request.object_name(node)
         return Action(node, "unchanged", self.options.namespace, name, obj)
 
-    def _wait_ready(self, nodes: Sequence[str]) -> dict[str, str]:
-        """Wait until the nodes are Ready in Kubernetes; those that are not by the deadline, with why."""
+    def _wait_ready(
+        self, nodes: Sequence[str], deadline: float | None = None, began: float | None = None
+    ) -> tuple[dict[str, str], list[str]]:
+        """Wait until the nodes are Ready in Kubernetes, until the (monotonic) deadline: those that are not by
+        then, with why. With ``began`` (this call's start) and ``progress_after``, stop early instead and return
+        the nodes still waited for as the second item (the first is then empty)."""
         if not nodes:
-            return {}
-        deadline = self.monotonic() + self.options.node_ready_timeout
+            return {}, []
+        if deadline is None:
+            deadline = self.monotonic() + self.options.node_ready_timeout
         left = set(nodes)
         while True:
             present = {n["metadata"]["name"]: n for n in self.client.list(NODES)["items"]}
@@ -526,13 +638,17 @@ class Rolling:
                     left.discard(node)
             if not left or self.monotonic() >= deadline:
                 break
-            self._pause(False, deadline)
+            if began is not None and self._progress_due(began):
+                return {}, sorted(left)
+            self._pause(
+                False, deadline if began is None else min(deadline, self.monotonic() + self._until_progress(began))
+            )
         return {
             n: f"not Ready in Kubernetes {self.options.node_ready_timeout:g}s after its maintenance"
             if n in present
             else "the Node object is gone"
             for n in sorted(left)
-        }
+        }, []
 
     def _release(self, run: core.RunRecord, nodes: Sequence[str], done: Sequence[str] = ()) -> list[str]:
         """Give the requests back and wait until they are gone (the node uncordoned); record them."""
@@ -614,3 +730,9 @@ def _set_condition(obj: dict[str, Any], status: str, reason: str, message: str, 
     if current is not None and current.get("status") == status and current.get("reason") == reason:
         return False
     return set_condition(conditions, lc.CONDITION_REQUESTOR_FAILED, status, reason, message, now)
+
+
+def _named(nodes: Sequence[str]) -> str:
+    """``3 node(s) (a, b, c)``, naming at most NAMES_SHOWN."""
+    shown = ", ".join(nodes[:NAMES_SHOWN]) + (", ..." if len(nodes) > NAMES_SHOWN else "")
+    return f"{len(nodes)} node(s)" + (f" ({shown})" if nodes else "")

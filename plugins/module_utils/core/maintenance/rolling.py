@@ -438,6 +438,17 @@ def sort_outcomes(
     return Outcomes(good, dict(sorted(bad.items())))
 
 
+def recorded_outcomes(run: RunRecord) -> Outcomes:
+    """The outcome of the current wave as a finish that stopped to report progress left it on record: the
+    nodes still ``maintaining`` succeeded (they wait for Ready), the wave's ``failed`` ones failed."""
+    failed = {
+        node: record.message
+        for node, record in run.nodes.items()
+        if record.state == FAILED and record.wave == run.last_wave and run.last_wave
+    }
+    return Outcomes(run.in_state(MAINTAINING), dict(sorted(failed.items())))
+
+
 def mark_done(run: RunRecord, node: str, now: float) -> None:
     record = run.nodes[node]
     record.state, record.back = DONE, now
