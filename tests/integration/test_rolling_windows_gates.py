@@ -8,6 +8,7 @@ window during a run is tested in tests/unit/test_rolling_windows_gates.py with a
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -123,3 +124,62 @@ def test_the_gates_block_the_first_wave_each_named_and_nothing_is_cordoned(
     assert "NodeopsOtherAlert" not in out
     assert cordoned(api, names) == [] and our_requests(api, namespace) == [] and maintained(log) == {}
     assert record(engine, "gates")[names[0]]["state"] == "pending"
+
+
+def test_a_long_gate_wait_says_what_it_waits_for_and_the_run_goes_on_once_it_clears(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """A blocking pod holds the first wave back for a while: the playbook says what it waits for at least every
+    rolling_progress_interval seconds, the wait goes on across those calls, and the wave starts once the pod is
+    gone."""
+    api, namespace = engine.api, engine.namespace
+    _selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    label = f"hold-{uuid.uuid4().hex[:6]}"
+    pod = {
+        "metadata": {"name": "holder", "labels": {"nodeops-test-block": label}},
+        "spec": {
+            "nodeName": names[1],
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": IMAGE}],
+        },
+    }
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_pod(namespace, pod)
+    kwok.wait_until(
+        lambda: core.read_namespaced_pod("holder", namespace).status.phase == "Running" or None, 60, "holder Running"
+    )
+    variables = {
+        "rolling_node_names": names[1:2],
+        "rolling_gate_pod_selector": f"nodeops-test-block={label}",
+        "rolling_gate_timeout": 600,
+        "rolling_gate_interval": 0.5,
+        "rolling_progress_interval": 1,
+    }
+    output = tmp_path / "playbook.out"
+    progress = "the next wave waits for its gates"
+    with output.open("w") as out_file:
+        proc = subprocess.Popen(
+            with_vars(command(engine, "", tasks, "progress"), variables),
+            stdout=out_file,
+            stderr=subprocess.STDOUT,
+            env=rolling_tests.env(),
+        )
+        try:
+            kwok.wait_until(lambda: output.read_text().count(progress) >= 2 or None, 180, "two progress lines")
+            assert cordoned(api, names) == [], "nothing is cordoned while the gate blocks"
+            core.delete_namespaced_pod("holder", namespace, grace_period_seconds=0)
+            assert proc.wait(timeout=300) == 0, output.read_text()[-5000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    out = output.read_text()
+    lines = [line for line in out.splitlines() if progress in line]
+    assert all(f"pod {namespace}/holder on {names[1]}" in line and "of at most 600s)" in line for line in lines)
+    # one wait across the calls: the time waited only grows
+    waited = [int(line.split("(waiting ")[1].split("s")[0]) for line in lines]
+    assert waited == sorted(waited)
+    assert out.index(progress) < out.index(f"Wave 1: {names[1]}")
+    assert record(engine, "progress")[names[1]]["state"] == "done" and maintained(log) == {names[1]: 1}
