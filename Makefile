@@ -23,14 +23,15 @@ INTEGRATION_WORKERS ?= 3
 CORE_COMPAT := 2.16.19
 COMPAT_VENV := $(BUILD)/core-$(CORE_COMPAT)
 # The Ansible package of that ansible-core line: the versions of the dependency collections built for it, against
-# which `make compat` checks galaxy.yml's dependency ranges (with those of the Ansible package in $(VENV)).
+# which `make compat` checks galaxy.yml's dependency ranges (with those of the Ansible package in $(VENV) and those
+# the tests take from tests/requirements-collections.txt).
 ANSIBLE_COMPAT := 9.13.0
 
-.PHONY: test test-under-load checks venv binaries lint unit integration collection-docs sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
+.PHONY: test test-under-load checks venv binaries dependency-collections lint unit integration collection-docs sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
 
 # The integration tests wait on the cluster more than they compute, so the checks that need no cluster run
 # beside them (each side's output is shown when it ends).
-test: venv binaries lint
+test: venv binaries dependency-collections lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration checks
 	@echo "make test: all checks passed"
 
@@ -57,6 +58,14 @@ $(VENV)/.installed: tests/requirements.txt requirements.txt
 	@mkdir -p $(COLLECTIONS)/ansible_collections/nodeops
 	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/nodeops/maintenance
 	touch $@
+
+# galaxy.yml's dependencies at versions it allows: community.crypto from the Ansible package pinned in
+# tests/requirements-collections.txt (downloaded once into the cache), linked into $(COLLECTIONS) ahead of the
+# installed Ansible package's; then the version of each that the ansible commands load, checked against its range.
+# tests/conftest.py links it too, for pytest run by hand.
+dependency-collections: venv
+	@echo "== dependency collections at versions galaxy.yml allows"
+	$(BIN)/python tests/support/dependency_collections.py $(COLLECTIONS)
 
 binaries: venv
 	@echo "== control-plane binaries (built once into the cache, then reused)"
@@ -108,14 +117,14 @@ sanity: venv
 	cd $(SANITY_TREE) && git init -q && git add -A && \
 	  HOME=$(SANITY_HOME) $(abspath $(BIN))/ansible-test sanity --venv --python 3.11 --color no
 
-ansible-lint: venv
+ansible-lint: venv dependency-collections
 	@echo "== ansible-lint --profile production"
 	$(BIN)/ansible-lint --profile production
 
 # The node_agent role on hosts that run systemd: Debian 11, 12 and 13 root file systems (Python 3.9, 3.11, 3.13;
 # debootstrap, cached in ~/.cache/nodeops-maintenance/molecule) booted with systemd-nspawn, the three agents
 # each other's peers. Needs root, systemd-nspawn and debootstrap.
-molecule: venv
+molecule: venv dependency-collections
 	@echo "== molecule: the node_agent role on Debian 11, 12 and 13 hosts that run systemd (systemd-nspawn)"
 	@if ! command -v systemd-nspawn >/dev/null || ! command -v debootstrap >/dev/null; then \
 	  echo "installing Debian's systemd-container and debootstrap (needs root)"; \
@@ -135,7 +144,7 @@ build-check: venv
 
 # The modules, the crds role and the unit tests under the oldest supported ansible-core; the other
 # tools keep the versions of tests/requirements.txt (used as constraints).
-compat: venv binaries
+compat: venv binaries dependency-collections
 	@echo "== ansible-core $(CORE_COMPAT): dependency ranges; unit tests; cordon, crds and inventory integration tests"
 	@if [ ! -x $(COMPAT_VENV)/bin/ansible ]; then \
 	  $(PYTHON) -m venv $(COMPAT_VENV) && \
@@ -145,7 +154,7 @@ compat: venv binaries
 	@echo "== galaxy.yml's dependency ranges and meta/runtime.yml against ansible-core $(CORE_COMPAT)"
 	$(COMPAT_VENV)/bin/pip download --quiet --disable-pip-version-check --no-deps -d $(BUILD)/wheels ansible==$(ANSIBLE_COMPAT)
 	$(COMPAT_VENV)/bin/python tests/compat/dependency_ranges.py $(CORE_COMPAT) $(BUILD)/wheels/ansible-$(ANSIBLE_COMPAT)-py3-none-any.whl \
-	  $(VENV)/lib/python3.11/site-packages/ansible_collections
+	  $(VENV)/lib/python3.11/site-packages/ansible_collections $(COLLECTIONS)/ansible_collections
 	$(COMPAT_VENV)/bin/python -m pytest -q tests/unit tests/integration/test_cordon.py tests/integration/test_crds.py \
 	  tests/integration/test_inventory.py
 

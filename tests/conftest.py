@@ -3,7 +3,9 @@
 When the checkout already sits at ``.../ansible_collections/nodeops/maintenance`` (as
 ``ansible-test`` wants) that tree is used; otherwise ``.build/collections`` gets a symlink to
 the checkout. ``ANSIBLE_COLLECTIONS_PATH`` is set to the same place, so the ``ansible`` and
-``ansible-playbook`` commands that integration tests run find this collection.
+``ansible-playbook`` commands that integration tests run find this collection. A community.crypto that
+galaxy.yml allows is linked there too, ahead of the installed Ansible package's
+(tests/support/dependency_collections.py; the first run downloads it).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+from support import dependency_collections
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,6 +31,7 @@ def collections_root() -> Path:
         except FileExistsError:  # another pytest-xdist worker made it at the same moment
             if not link.exists():
                 raise
+    dependency_collections.link(base)
     return base
 
 
