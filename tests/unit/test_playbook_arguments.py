@@ -42,7 +42,7 @@ PLAYBOOK_FILES: dict[str, list[str]] = {
         "maintenance/reboot_needed.yml",
     ],
     "remediate": ["remediate.yml", "tasks/remediate_pass.yml"],
-    "reconcile": ["reconcile.yml"],
+    "reconcile": ["reconcile.yml", "tasks/reconcile_passes.yml"],
     "deploy_agent": ["deploy_agent.yml"],
     "install": ["install.yml"],
 }
