@@ -269,8 +269,8 @@ options:
     default: 0
   resume:
     description:
-      - With O(step=next_wave) or O(step=finish), go on with a wait that an earlier call handed back: its RV(resume),
-        as it was returned.
+      - With O(step=next_wave) or O(step=finish), go on with a wait that an earlier call handed back, given its
+        RV(resume) as it was returned.
       - O(step=finish) with O(resume) takes the wave's outcome from the record, not from O(succeeded) and O(failed).
     type: dict
     suboptions:
@@ -517,7 +517,7 @@ lines:
   elements: str
 waiting:
   description:
-    - A wait handed back with O(progress_after) (no wave, no outcome yet): call the step again with O(resume) set to
+    - A wait handed back with O(progress_after) (no wave, no outcome yet). Call the step again with O(resume) set to
       RV(resume).
   returned: O(step=next_wave) or O(step=finish) with O(progress_after), when a wait lasted that long
   type: dict
