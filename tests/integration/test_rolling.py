@@ -405,14 +405,14 @@ def test_reconcile_playbook_says_what_still_moves_while_it_waits_to_settle(
         "reconcile_namespace": namespace,
         "reconcile_config_namespace": namespace,
         "reconcile_until_settled": True,
-        "reconcile_settle_timeout": 6,
+        "reconcile_settle_timeout": 20,
         "reconcile_progress_interval": 1,
         "reconcile_kubeconfig": str(cluster.kubeconfig),
     }
     out = run([str(BIN / "ansible-playbook"), "nodeops.maintenance.reconcile", "-e", json.dumps(variables)])
     lines = [line for line in out.splitlines() if "Not settled after" in line]
     assert len(lines) >= 2, out[-3000:]
-    assert all(f"{namespace}/held" in line and "(at most 6" in line for line in lines), lines
+    assert all(f"{namespace}/held" in line and "(at most 20" in line for line in lines), lines
     assert '"settled": false' in out
 
 

@@ -4,6 +4,7 @@ ConfigMap, requests, waves, outcomes, releases and what a later run does after a
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -485,6 +486,25 @@ def test_finish_within_the_fail_budget_does_not_abort(api: Api) -> None:
     first_wave(api, "n0", "n1", "n2", "n3")
     result = rolling(api, max_fail_percentage=25).finish(["n0", "n1", "n2"], {"n3": "x"})
     assert result["abort"] is False and result["failed_percentage"] == 25.0
+
+
+def test_finish_deletes_the_released_requests_in_parallel_with_the_same_outcome(api: Api) -> None:
+    """The wave's requests are deleted up to ``workers`` at once: two deletes meet at a barrier that one at a time
+    would never pass (it breaks after its timeout), and the result is the one of deleting one by one."""
+    first_wave(api, "n0", "n1", "n2", "n3")
+    meet = threading.Barrier(2, timeout=10)
+    original = api.delete
+
+    def delete(res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
+        if res is NODE_MAINTENANCES and meet.n_waiting < 2 and not meet.broken and len(api.requests()) == 4:
+            meet.wait()
+        return original(res, name, namespace, **kw)
+
+    api.delete = delete  # type: ignore[method-assign]
+    result = rolling(api, reconcile=ReconcileOptions(namespace=NS, workers=4)).finish(["n0", "n1", "n2", "n3"], {})
+    assert not meet.broken
+    assert result["maintained"] == result["released"] == ["n0", "n1", "n2", "n3"]
+    assert api.requests() == [] and {r["state"] for r in api.record().values()} == {core.DONE}
 
 
 def test_a_whole_run_ends_complete_with_a_summary(api: Api) -> None:

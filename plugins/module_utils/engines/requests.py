@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,10 +149,12 @@ def _for_node(index: Mapping[str, Sequence[dict[str, Any]]], node: str, deleting
 
 
 class Requests:
-    def __init__(self, client: Client, request: RequestSpec, check_mode: bool = False) -> None:
+    def __init__(self, client: Client, request: RequestSpec, check_mode: bool = False, workers: int = 1) -> None:
         self.client = client
         self.request = request
         self.check_mode = check_mode
+        #: requests deleted at once by absent() (a wave's release): the API calls, not the decisions, in parallel
+        self.workers = workers
         #: the warnings of the reconcile passes run while waiting, each once
         self.warnings: list[str] = []
 
@@ -285,7 +288,7 @@ class Requests:
     def absent(self, nodes: Sequence[str]) -> list[Action]:
         items = _by_node(self._list())
         req = self.request
-        actions: list[Action] = []
+        plan: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = []
         for node in nodes:
             mine = [o for o in _for_node(items, node, True) if o["spec"].get("requestorID") == req.requestor]
             joined = [
@@ -294,6 +297,13 @@ class Requests:
                 if req.requestor in (o["spec"].get("additionalRequestors") or [])
                 and o["spec"].get("requestorID") != req.requestor
             ]
+            plan.append((node, mine, joined))
+        doomed = [o for _node, mine, _joined in plan for o in mine if not o["metadata"].get("deletionTimestamp")]
+        deleted = (
+            dict(zip(map(id, doomed), self._each(self._delete_own, doomed), strict=True)) if not self.check_mode else {}
+        )
+        actions: list[Action] = []
+        for node, mine, joined in plan:
             if not mine and not joined:
                 actions.append(Action(node, ABSENT, req.namespace, req.object_name(node)))
             for obj in mine:
@@ -301,7 +311,7 @@ class Requests:
                 if meta.get("deletionTimestamp"):
                     actions.append(Action(node, DELETING, req.namespace, meta["name"], obj))
                     continue
-                if not self.check_mode and not self._delete_own(obj):
+                if not self.check_mode and not deleted[id(obj)]:
                     # gone meanwhile, or the object of its name is another requestor's now: nothing of ours left
                     actions.append(Action(node, ABSENT, req.namespace, meta["name"]))
                     continue
@@ -321,6 +331,13 @@ class Requests:
                     Action(node, LEFT if changed else UNCHANGED, req.namespace, new["metadata"]["name"], new, before)
                 )
         return actions
+
+    def _each(self, call: Callable[[dict[str, Any]], bool], objects: Sequence[dict[str, Any]]) -> list[bool]:
+        """``call`` on each object, up to ``workers`` at once; the results in order (the first error raises)."""
+        if self.workers <= 1 or len(objects) <= 1:
+            return [call(o) for o in objects]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(objects))) as pool:
+            return list(pool.map(call, objects))
 
     # -- waiting ---------------------------------------------------------------------------------
     def explain(self, action: Action) -> str:

@@ -106,7 +106,11 @@ class Rolling:
         self.fetch_alerts = fetch_alerts
         self.name = core.record_name(options.run_id)
         prefix = options.name_prefix or options.requestor
-        self.requests = Requests(client, RequestSpec(options.requestor, options.namespace, prefix, options.spec))
+        self.requests = Requests(
+            client,
+            RequestSpec(options.requestor, options.namespace, prefix, options.spec),
+            workers=options.reconcile.workers if options.reconcile is not None else 1,
+        )
         self.reconciler = (
             Reconciler(client, options.reconcile or ReconcileOptions(namespace=options.namespace))
             if options.engine == "builtin"
