@@ -257,21 +257,20 @@ options:
     default: 30
   progress_after:
     description:
-      - Hand a long wait back instead of waiting on silently, so that the caller can show progress. When
-        O(step=next_wave) (a gate that blocks, or no request Ready yet) or O(step=finish) (maintained nodes not
-        Ready in Kubernetes yet) has waited this many seconds in this call, it returns RV(waiting) and RV(resume)
-        instead of its usual result, with nothing lost.
-      - Then call the step named by RV(waiting.phase) (V(finish) for V(ready), else V(next_wave)) again with
-        O(resume) set to RV(resume), showing RV(waiting.message) in between. It goes on where it stopped, and its
-        timeout (O(gate_timeout), O(wave_timeout), O(node_ready_timeout)) still counts from the start of the wait.
-      - V(0) waits to the end in one call.
+      - While O(step=next_wave) waits (a gate that blocks, no request Ready yet) or O(step=finish) waits (maintained
+        nodes not Ready in Kubernetes yet), print what it waits for at least every this many seconds. The task still
+        waits to the end, and the step's timeout (O(gate_timeout), O(wave_timeout), O(node_ready_timeout)) counts
+        from the start of the wait.
+      - The module hands the wait back to the task's action every this many seconds, which prints the line and runs
+        it again with O(resume). V(0) waits in one call, without a line.
     type: float
     default: 0
   resume:
     description:
-      - With O(step=next_wave) or O(step=finish), go on with a wait that an earlier call handed back, given its
-        RV(resume) as it was returned.
-      - O(step=finish) with O(resume) takes the wave's outcome from the record, not from O(succeeded) and O(failed).
+      - Set by the task's action itself to go on with a wait that the module handed back (see O(progress_after)),
+        naming when that wait began and of what kind. There is no need to set it in a task.
+      - O(step=finish) with O(resume) takes the wave's outcome from the record, not from O(succeeded) and O(failed),
+        and only for the wave named in O(resume.wave).
     type: dict
     suboptions:
       phase:
@@ -283,6 +282,9 @@ options:
         description: When the wait began, in seconds since the epoch.
         type: float
         required: true
+      wave:
+        description: With V(ready), the wave whose nodes the wait is for.
+        type: int
 notes:
   - The run's record is a ConfigMap; the identity running the playbook needs to get, create and update ConfigMaps
     in O(config_namespace), besides what M(nodeops.maintenance.node_maintenance) needs.
@@ -438,9 +440,7 @@ finished:
   description:
     - With O(step=finish), the outcome of the wave just finished (with O(then_next_wave), the result's other keys
       are the next wave's).
-    - Not returned while O(step=finish) hands back its wait for Ready (RV(waiting.phase=ready)); the call that goes on
-      with O(resume) returns it.
-  returned: success and O(step=finish), except with RV(waiting.phase=ready)
+  returned: success and O(step=finish)
   type: dict
   contains:
     maintained:
@@ -515,59 +515,6 @@ lines:
   returned: success and O(step=summary)
   type: list
   elements: str
-waiting:
-  description:
-    - A wait handed back with O(progress_after) (no wave, no outcome yet). Call the step again with O(resume) set to
-      RV(resume).
-  returned: O(step=next_wave) or O(step=finish) with O(progress_after), when a wait lasted that long
-  type: dict
-  contains:
-    phase:
-      description: V(gate) (a gate blocks), V(wave) (no request of the run is Ready yet) or V(ready) (maintained
-        nodes are not Ready in Kubernetes yet).
-      type: str
-    since:
-      description: When the wait began, in seconds since the epoch.
-      type: float
-    waited:
-      description: Seconds waited so far.
-      type: float
-    timeout:
-      description: How long the wait may last in all (the step's timeout).
-      type: float
-    message:
-      description: One line on what the run waits for, for a person.
-      type: str
-    blockers:
-      description: With V(gate), what blocks, as in RV(stopped.blockers).
-      type: list
-      elements: dict
-    busy:
-      description: With V(wave), the run's nodes whose requests are being prepared (cordon, drain).
-      type: list
-      elements: str
-    queued:
-      description: With V(wave), the run's nodes whose requests wait for the scheduler.
-      type: list
-      elements: str
-    nodes_not_ready:
-      description: With V(ready), the maintained nodes not Ready yet.
-      type: list
-      elements: str
-  sample:
-    phase: wave
-    since: 1767225600.0
-    waited: 50.2
-    timeout: 3600
-    message: "Run CHG-1234: waiting for the next wave: 2 node(s) (gpu-03, gpu-04) being prepared (cordon, drain),
-      0 node(s) waiting for the scheduler (waiting 50s of at most 3600s)"
-    busy: [gpu-03, gpu-04]
-    queued: []
-resume:
-  description: What O(resume) takes to go on with the wait in RV(waiting).
-  returned: with RV(waiting)
-  type: dict
-  sample: {phase: wave, since: 1767225600.0}
 """
 
 from typing import Any
@@ -667,6 +614,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
         "options": {
             "phase": {"type": "str", "choices": list(WAIT_PHASES), "required": True},
             "since": {"type": "float", "required": True},
+            "wave": {"type": "int"},
         },
     },
 }

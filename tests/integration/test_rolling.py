@@ -373,50 +373,6 @@ def test_reconcile_playbook_prepares_a_request(engine: Engine, fleet: tuple[str,
 
 
 @BUILTIN_ONLY
-def test_reconcile_playbook_says_what_still_moves_while_it_waits_to_settle(
-    engine: Engine, fleet: tuple[str, list[str]]
-) -> None:
-    """A request that waits for a pod that never completes: the passes never settle, and the playbook says what
-    still moves at every progress interval until its settle timeout, then reports the passes without failing."""
-    cluster, namespace = engine.cluster, engine.namespace
-    _selector, names = fleet
-    job = {
-        "metadata": {"name": "long-job", "labels": {"job": "long"}},
-        "spec": {
-            "nodeName": names[1],
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": IMAGE}],
-        },
-    }
-    k8s.CoreV1Api(engine.api).create_namespaced_pod(namespace, job)
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "NodeMaintenance",
-        "metadata": {"name": "held"},
-        "spec": {
-            "requestorID": "someone.example.com",
-            "nodeName": names[1],
-            "waitForPodCompletion": {"podSelector": "job=long", "timeoutSeconds": 0},
-        },
-    }
-    k8s.CustomObjectsApi(engine.api).create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, body)
-    variables = {
-        "reconcile_namespace": namespace,
-        "reconcile_config_namespace": namespace,
-        "reconcile_until_settled": True,
-        "reconcile_settle_timeout": 20,
-        "reconcile_progress_interval": 1,
-        "reconcile_kubeconfig": str(cluster.kubeconfig),
-    }
-    out = run([str(BIN / "ansible-playbook"), "nodeops.maintenance.reconcile", "-e", json.dumps(variables)])
-    lines = [line for line in out.splitlines() if "Not settled after" in line]
-    assert len(lines) >= 2, out[-3000:]
-    assert all(f"{namespace}/held" in line and "(at most 20" in line for line in lines), lines
-    assert '"settled": false' in out
-
-
-@BUILTIN_ONLY
 def test_the_bundled_simulated_reboot_by_its_relative_path(engine: Engine, fleet: tuple[str, list[str]]) -> None:
     """``rolling_maintenance_tasks: maintenance/simulated_reboot.yml`` as the README and the demo give it: relative
     to the collection's playbooks folder, also from the wave plays in playbooks/rolling/."""

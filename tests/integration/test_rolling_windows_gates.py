@@ -178,8 +178,86 @@ def test_a_long_gate_wait_says_what_it_waits_for_and_the_run_goes_on_once_it_cle
     out = output.read_text()
     lines = [line for line in out.splitlines() if progress in line]
     assert all(f"pod {namespace}/holder on {names[1]}" in line and "of at most 600s)" in line for line in lines)
-    # one wait across the calls: the time waited only grows
+    # one wait across the calls: the time waited grows from line to line (each call went on with the same wait)
     waited = [int(line.split("(waiting ")[1].split("s")[0]) for line in lines]
-    assert waited == sorted(waited)
+    assert waited == sorted(waited) and waited[-1] > waited[0]
     assert out.index(progress) < out.index(f"Wave 1: {names[1]}")
     assert record(engine, "progress")[names[1]]["state"] == "done" and maintained(log) == {names[1]: 1}
+
+
+def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progress_lines(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """The wait inside a wave play: after wave 1's maintenance the finish step goes on to the next wave, whose gate
+    now blocks; the playbook says so at every progress interval from inside the wave, and wave 2 starts once the
+    pod is gone. Wave 1's maintenance waits for a file the test writes once the blocking pod exists."""
+    api, namespace = engine.api, engine.namespace
+    _selector, names = fleet
+    go = tmp_path / "go"
+    log = tmp_path / "maintained"
+    log.mkdir()
+    tasks = tmp_path / "maintenance.yml"
+    tasks.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Wait for the test",
+                    "ansible.builtin.wait_for": {"path": str(go), "timeout": 300},
+                    "delegate_to": "localhost",
+                },
+                {
+                    "name": "Log the maintenance",
+                    "ansible.builtin.tempfile": {"path": str(log), "prefix": "{{ nodeops_node_name }}."},
+                    "delegate_to": "localhost",
+                },
+            ]
+        )
+    )
+    label = f"later-{uuid.uuid4().hex[:6]}"
+    variables = {
+        "rolling_node_names": names[1:3],
+        "rolling_max_parallel_operations": 1,
+        "rolling_gate_pod_selector": f"nodeops-test-block={label}",
+        "rolling_gate_pod_scope": "cluster",
+        "rolling_gate_timeout": 600,
+        "rolling_gate_interval": 0.5,
+        "rolling_progress_interval": 1,
+    }
+    output = tmp_path / "playbook.out"
+    progress = "the next wave waits for its gates"
+    core = k8s.CoreV1Api(api)
+    pod = {
+        "metadata": {"name": "latecomer", "labels": {"nodeops-test-block": label}},
+        "spec": {
+            "nodeName": names[0],
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": IMAGE}],
+        },
+    }
+    with output.open("w") as out_file:
+        proc = subprocess.Popen(
+            with_vars(command(engine, "", tasks, "later"), variables),
+            stdout=out_file,
+            stderr=subprocess.STDOUT,
+            env=rolling_tests.env(),
+        )
+        try:
+            kwok.wait_until(lambda: "Wave 1: " in output.read_text() or None, 180, "wave 1")
+            core.create_namespaced_pod(namespace, pod)
+            go.write_text("go")
+            kwok.wait_until(lambda: output.read_text().count(progress) >= 2 or None, 180, "two progress lines")
+            core.delete_namespaced_pod("latecomer", namespace, grace_period_seconds=0)
+            assert proc.wait(timeout=300) == 0, output.read_text()[-5000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    out = output.read_text()
+    lines = [line for line in out.splitlines() if progress in line]
+    assert all(f"pod {namespace}/latecomer on {names[0]}" in line for line in lines), lines
+    # the lines come from wave 1's release step, which goes on to the next wave, before wave 2 starts
+    assert all("Release the wave's nodes and wait for the next wave" in line for line in lines), lines
+    assert out.index("Wave 1: ") < out.index(progress) < out.index("Wave 2: ")
+    assert maintained(log) == dict.fromkeys(names[1:3], 1)
+    assert {n: r["state"] for n, r in record(engine, "later").items()} == dict.fromkeys(names[1:3], "done")

@@ -34,7 +34,6 @@ PLAYBOOK_FILES: dict[str, list[str]] = {
         "rolling/wave_begin.yml",
         "rolling/wave_end.yml",
         "tasks/rolling_maintain.yml",
-        "tasks/rolling_wait.yml",
         "tasks/rolling_gate.yml",
         "tasks/rolling_gate_check.yml",
         "maintenance/ssh_reboot.yml",
@@ -42,7 +41,7 @@ PLAYBOOK_FILES: dict[str, list[str]] = {
         "maintenance/reboot_needed.yml",
     ],
     "remediate": ["remediate.yml", "tasks/remediate_pass.yml"],
-    "reconcile": ["reconcile.yml", "tasks/reconcile_passes.yml"],
+    "reconcile": ["reconcile.yml"],
     "deploy_agent": ["deploy_agent.yml"],
     "install": ["install.yml"],
 }

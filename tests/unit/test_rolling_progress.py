@@ -122,20 +122,17 @@ def test_a_gate_that_clears_between_calls_lets_the_wave_start(api: GateApi) -> N
 def test_a_ready_wait_is_handed_back_with_the_outcome_on_record_then_releases(api: Api) -> None:
     first_wave(api, "n0", "n1", "n2")
     api.set_node_ready("n1", False)
-    looks: list[float] = []
-
-    def back_after_a_while(fake: Api) -> None:
-        looks.append(fake.now)
-
-    api.hooks.append(back_after_a_while)
     result = rolling(api, node_ready_timeout=60.0, progress_after=3.0).finish(["n0", "n1"], {"n2": "firmware"})
     waiting = result["waiting"]
     assert waiting["phase"] == "ready" and waiting["nodes_not_ready"] == ["n1"]
+    assert result["resume"] == {"phase": "ready", "since": waiting["since"], "wave": 1}
     assert result["failures"] == {"n2": "firmware"} and result["maintained"] == [] and result["released"] == []
-    # the outcome is on record before the wait is handed back; nothing is released yet
+    # the outcome is on record before the wait is handed back, the failure on its request too; nothing released yet
     record = api.record()
     assert record["n2"]["state"] == core.FAILED and record["n0"]["state"] == record["n1"]["state"] == core.MAINTAINING
     assert api.request("n0") is not None and api.request("n1") is not None
+    failed_condition = api.condition("n2", lc.CONDITION_REQUESTOR_FAILED)
+    assert failed_condition is not None and failed_condition["status"] == "True"
     api.set_node_ready("n1", True)
     done = rolling(api, node_ready_timeout=60.0, progress_after=3.0).finish([], {}, resume=result["resume"])
     assert "waiting" not in done
@@ -160,8 +157,23 @@ def test_a_resumed_finish_after_the_wave_was_released_changes_nothing(api: Api) 
     done = rolling(api).finish(["n0"], {})
     assert done["maintained"] == ["n0"]
     writes = api.write_count
-    again = rolling(api, progress_after=3.0).finish([], {}, resume={"phase": "ready", "since": api.now})
+    again = rolling(api, progress_after=3.0).finish([], {}, resume={"phase": "ready", "since": api.now, "wave": 1})
     assert again["changed"] is False and "waiting" not in again and api.write_count == writes
+
+
+def test_a_resume_of_another_wave_is_refused_and_changes_nothing(api: Api) -> None:
+    """A wait for Ready handed back in wave 1 cannot release the nodes of wave 2, which nobody maintained yet."""
+    first_wave(api, "n0")
+    rolling(api).finish(["n0"], {})
+    started(api, "n1")
+    api.set_phase("n1", lc.PHASE_READY)
+    assert rolling(api).next_wave()["wave"] == 2
+    writes = api.write_count
+    with pytest.raises(RequestError) as info:
+        rolling(api, progress_after=3.0).finish([], {}, resume={"phase": "ready", "since": api.now, "wave": 1})
+    assert "is at wave 2, not at wave 1" in info.value.msg
+    assert api.write_count == writes and api.record()["n1"]["state"] == core.MAINTAINING
+    assert api.request("n1") is not None
 
 
 def test_a_resume_from_the_future_is_taken_as_now(api: Api) -> None:

@@ -240,7 +240,7 @@ class Rolling:
                 "message": f"Run {self.options.run_id}: {message} (waiting {waited:.0f}s of at most {timeout:g}s)",
                 **details,
             },
-            "resume": {"phase": phase, "since": since},
+            "resume": {"phase": phase, "since": since, **({"wave": run.last_wave} if phase == WAIT_READY else {})},
             **self.status(run),
         }
 
@@ -386,6 +386,11 @@ class Rolling:
         began = self.monotonic()
         run = self.load()
         if resume is not None and resume.get("phase") == WAIT_READY:
+            if resume.get("wave") != run.last_wave:
+                raise RequestError(
+                    f"Run {opts.run_id!r} is at wave {run.last_wave}, not at wave {resume.get('wave')} whose wait "
+                    "for Ready this finish would go on with; nothing was changed."
+                )
             outcomes = core.recorded_outcomes(run)
             since = self._since(resume, WAIT_READY)
             if not outcomes.succeeded:  # nothing left to wait for: a finish already went on
@@ -414,6 +419,9 @@ class Rolling:
             for node, why in outcomes.failed.items():
                 core.mark_failed(run, node, why, self.clock())
             self.save(run)  # the failures reported are on record before any wait or release
+            if not opts.release_failed:  # and on their requests, before a wait that may be handed back
+                for node, why in sorted(outcomes.failed.items()):
+                    self._mark_failed_request(node, why)
             since = self.clock()
         not_back, left = self._wait_ready(outcomes.succeeded, self._deadline(since, opts.node_ready_timeout), began)
         if left:

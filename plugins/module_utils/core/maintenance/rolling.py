@@ -439,14 +439,14 @@ def sort_outcomes(
 
 
 def recorded_outcomes(run: RunRecord) -> Outcomes:
-    """The outcome of the current wave as a finish that stopped to report progress left it on record: the
-    nodes still ``maintaining`` succeeded (they wait for Ready), the wave's ``failed`` ones failed."""
-    failed = {
-        node: record.message
-        for node, record in run.nodes.items()
-        if record.state == FAILED and record.wave == run.last_wave and run.last_wave
-    }
-    return Outcomes(run.in_state(MAINTAINING), dict(sorted(failed.items())))
+    """The outcome of the current wave as a finish that stopped to report progress left it on record: the wave's
+    nodes still ``maintaining`` whose outcome was reported (``finished``) succeeded and wait for Ready; the wave's
+    ``failed`` ones failed."""
+    wave = run.last_wave
+    mine = {node: record for node, record in run.nodes.items() if wave and record.wave == wave}
+    good = sorted(n for n, r in mine.items() if r.state == MAINTAINING and r.finished is not None)
+    failed = {n: r.message for n, r in sorted(mine.items()) if r.state == FAILED}
+    return Outcomes(good, failed)
 
 
 def mark_done(run: RunRecord, node: str, now: float) -> None:

@@ -1,0 +1,82 @@
+"""The action of nodeops.maintenance.rolling_maintenance (plugins/action/rolling_maintenance.py): it runs the module
+again with ``resume`` while a step hands its wait back, prints each wait's message, and returns the last result with
+the wave's outcome. The module runs are a scripted stand-in here; the module itself is tested in
+test_module_rolling_maintenance.py and test_rolling_progress.py, the whole in the rolling integration tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible.plugins.action import ActionBase
+from ansible_collections.nodeops.maintenance.plugins.action import rolling_maintenance as action
+
+
+class Task:
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = args
+
+    def get_name(self) -> str:
+        return "Release the wave's nodes and wait for the next wave"
+
+
+def run(
+    monkeypatch: pytest.MonkeyPatch, args: dict[str, Any], answers: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    """The action's result for ``args`` when the module answers ``answers`` in turn; the module args of each call,
+    and the lines printed."""
+    calls: list[dict[str, Any]] = []
+    lines: list[str] = []
+    plugin = action.ActionModule.__new__(action.ActionModule)
+    plugin._task = Task(args)  # type: ignore[assignment]
+
+    def execute_module(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
+        assert module_name == "nodeops.maintenance.rolling_maintenance"
+        calls.append(dict(module_args))
+        return dict(answers[len(calls) - 1])
+
+    monkeypatch.setattr(plugin, "_execute_module", execute_module, raising=False)
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(action.display, "display", lambda msg, *a, **kw: lines.append(msg))
+    return plugin.run(task_vars={}), calls, lines
+
+
+def waiting(phase: str, message: str, **extra: Any) -> dict[str, Any]:
+    resume = {"phase": phase, "since": 100.0, **({"wave": 3} if phase == "ready" else {})}
+    return {"changed": False, "waiting": {"phase": phase, "message": message}, "resume": resume, **extra}
+
+
+def test_a_finish_that_waits_goes_on_to_the_next_wave_in_the_same_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    finished = {"maintained": ["n0"], "failures": {}, "released": ["n0"], "abort": False}
+    answers = [
+        waiting("ready", "Run r: wave 3: waiting for 1 node(s) (n0) to be Ready"),
+        {**waiting("wave", "Run r: waiting for the next wave"), "finished": finished, "changed": True},
+        waiting("wave", "Run r: waiting for the next wave, still"),
+        {"changed": True, "wave": 4, "nodes": ["n1"]},
+    ]
+    args = {"step": "finish", "run_id": "r", "succeeded": ["n0"], "then_next_wave": True, "progress_after": 50}
+    result, calls, lines = run(monkeypatch, args, answers)
+    # the finish goes on with its own step while it waits for Ready, then the next_wave step goes on
+    assert [c["step"] for c in calls] == ["finish", "finish", "next_wave", "next_wave"]
+    assert "resume" not in calls[0] and calls[1]["resume"] == {"phase": "ready", "since": 100.0, "wave": 3}
+    assert calls[2]["resume"] == calls[3]["resume"] == {"phase": "wave", "since": 100.0}
+    assert all(c["succeeded"] == ["n0"] and c["progress_after"] == 50 for c in calls)
+    assert lines == [
+        "Release the wave's nodes and wait for the next wave: Run r: wave 3: waiting for 1 node(s) (n0) to be Ready",
+        "Release the wave's nodes and wait for the next wave: Run r: waiting for the next wave",
+        "Release the wave's nodes and wait for the next wave: Run r: waiting for the next wave, still",
+    ]
+    # the last result, with the wave's outcome from the call that had it, changed as any call was
+    assert result == {"changed": True, "wave": 4, "nodes": ["n1"], "finished": finished}
+
+
+def test_a_step_that_does_not_wait_is_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, calls, lines = run(monkeypatch, {"step": "next_wave"}, [{"changed": True, "wave": 1, "nodes": ["n0"]}])
+    assert len(calls) == 1 and lines == [] and result == {"changed": True, "wave": 1, "nodes": ["n0"]}
+
+
+def test_a_failure_while_going_on_ends_the_task_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = [waiting("gate", "Run r: the next wave waits for its gates"), {"failed": True, "msg": "API down"}]
+    result, calls, lines = run(monkeypatch, {"step": "next_wave"}, answers)
+    assert len(calls) == 2 and len(lines) == 1
+    assert result["failed"] is True and result["msg"] == "API down" and "finished" not in result
