@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import to_epoch
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.steps import (
     FINALIZER,
     NO_SCHEDULE_TAINT_KEY,
@@ -21,7 +22,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remedi
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease, parse_micro_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
 
 UTC = timezone.utc  # noqa: UP017
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC).timestamp()
@@ -565,7 +566,7 @@ def test_a_node_lease_left_by_a_dead_run_is_waited_for_until_its_hold_runs_out(
     fake = FakeClient(objects())
     dead = Lease(fake, "nodeops-remediation-w1", "ops", "dead-run", duration=60)  # type: ignore[arg-type]
     assert dead.try_acquire()  # and never given up
-    renewed = parse_micro_time(fake.store[("leases", "ops", "nodeops-remediation-w1")]["spec"]["renewTime"])
+    renewed = to_epoch(fake.store[("leases", "ops", "nodeops-remediation-w1")]["spec"]["renewTime"])
     assert renewed is not None
     clock = [renewed + 59.5]  # half a second of the dead run's hold left
     monkeypatch.setattr(engine, "Lease", lambda *args, **kwargs: Lease(*args, **kwargs, clock=lambda: clock[0]))
