@@ -131,10 +131,8 @@ def _whole(utc: datetime) -> str:
     return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
 
 
-def format_time(seconds: float | datetime) -> str:
+def format_time(seconds: float) -> str:
     """RFC 3339 in UTC with whole seconds and a Z, as Kubernetes writes it: the second ``seconds`` falls in."""
-    if isinstance(seconds, datetime):  # until every caller passes epoch seconds
-        return _whole(seconds.astimezone(_UTC)) + "Z"
     return _whole(_utc(math.floor(seconds))) + "Z"
 
 
@@ -143,21 +141,3 @@ def micro_time(seconds: float) -> str:
     digits and a Z, ``seconds`` rounded to the microsecond."""
     utc = _utc(seconds)
     return f"{_whole(utc)}.{utc.microsecond:06d}Z"
-
-
-# -- datetimes, until every caller passes epoch seconds ------------------------------------------------------
-UTC = _UTC
-
-
-def parse(value: object) -> datetime | None:
-    """:func:`to_epoch` as an aware UTC datetime."""
-    moment = _read(value)
-    return moment if isinstance(moment, datetime) else None
-
-
-def parse_field(value: object, field: str) -> datetime:
-    """:func:`parse_time` as an aware UTC datetime."""
-    moment = _read(value)
-    if isinstance(moment, str):
-        raise TimeError(f"{field}: {value!r} {moment}.")
-    return moment
