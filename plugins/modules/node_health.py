@@ -293,7 +293,6 @@ rereads:
   sample: 0
 """
 
-from datetime import datetime, timezone
 from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
@@ -310,10 +309,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)  # noqa: UP017
 
 
 def _result(result: PassResult) -> dict[str, Any]:
@@ -410,7 +405,7 @@ def main() -> None:
         if params["nodes"] is not None:
             if params["spec"] is None:
                 module.fail_json(msg="nodes (offline mode) needs spec: the NodeHealthCheck spec as data.")
-            now = parse_time(params["now"], "now") if params["now"] else _now()
+            now = parse_time(params["now"], "now") if params["now"] else None  # None: the engine reads the clock
             held = under_maintenance(params["node_maintenances"])
             offline = offline_pass(
                 params["spec"],
@@ -449,7 +444,7 @@ def main() -> None:
             node_lease_namespace=params["node_lease_namespace"],
         )
         warnings = engine.warnings
-        result = engine.run(params["name"], params["spec"], _now)
+        result = engine.run(params["name"], params["spec"])
     except K8sError as exc:
         for warning in warnings:
             module.warn(warning)

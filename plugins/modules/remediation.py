@@ -282,7 +282,6 @@ waiting:
   sample: [nodeops-maintenance/worker-3]
 """
 
-from datetime import datetime, timezone
 from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
@@ -294,11 +293,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remedi
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)  # noqa: UP017
-
 
 OFFLINE_KINDS = {
     "remediations": "SelfNodeRemediation",
@@ -324,7 +318,7 @@ def _offline(module: K8sModule, params: dict[str, Any]) -> None:
                 msg="kubernetes_version is required offline (the cluster's gitVersion, such as v1.30.2): the "
                 "strategy Automatic depends on it."
             )
-        now = parse_time(params["now"], "now") if params["now"] else _now()
+        now = parse_time(params["now"], "now") if params["now"] else None  # None: the engine reads the clock
         outcomes, ignored = offline_outcomes(
             params["remediations"] or [],
             params["nodes"] or [],
@@ -378,7 +372,6 @@ def main() -> None:
         module.fail_json(msg="settle_timeout: give 0 or more seconds.")
     manager = RemediationManager(
         module.client,
-        _now,
         check_mode=module.check_mode,
         emit_events=params["events"],
         config_namespace=params["config_namespace"],

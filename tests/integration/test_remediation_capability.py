@@ -152,7 +152,7 @@ def test_a_pod_recreated_elsewhere_between_the_list_and_the_deletion_stays_untou
             return result
 
         client.list = list_then_replace  # type: ignore[method-assign]
-        manager = RemediationManager(client, lambda: datetime.now(timezone.utc), emit_events=False)  # noqa: UP017
+        manager = RemediationManager(client, emit_events=False)  # the engine reads the clock
         [outcome] = manager.run(ns, node, wait_timeout=0)
         assert replaced, "the run never listed the node's pods"
         pod = core.read_namespaced_pod("db-0", ns)

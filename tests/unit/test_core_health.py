@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.labelselector import matches
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import LATEST_TIME, format_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
     CONTROL_PLANE_CR_LABEL,
@@ -20,14 +21,13 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediati
     Evaluation,
     HealthSpecError,
     evaluate,
-    format_time,
     min_healthy_for,
     parse_time,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
+NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC).timestamp()
 WORKER = "node-role.kubernetes.io/worker"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 TEMPLATE = {
@@ -41,7 +41,7 @@ REPLACE = {**TEMPLATE, "kind": "MachineReplacementTemplate", "name": "replace"}
 
 
 def ago(seconds: float) -> str:
-    return format_time(NOW - timedelta(seconds=seconds))
+    return format_time(NOW - seconds)
 
 
 def node(
@@ -395,15 +395,18 @@ def test_default_conditions_and_times() -> None:
     s = spec(unhealthyConditions=None)
     result = evaluate(s, [node("a", "False", since=301), node("b"), node("c")], [], NOW)
     assert remediated(result) == ["a"]
-    assert parse_time("2026-06-01T12:00:00.123456789+02:00", "t") == datetime(
-        2026,
-        6,
-        1,
-        10,
-        0,
-        0,
-        123456,
-        tzinfo=UTC,
+    assert (
+        parse_time("2026-06-01T12:00:00.123456789+02:00", "t")
+        == datetime(
+            2026,
+            6,
+            1,
+            10,
+            0,
+            0,
+            123456,
+            tzinfo=UTC,
+        ).timestamp()
     )
     with pytest.raises(HealthSpecError, match=r"^t: "):
         parse_time("yesterday", "t")
@@ -479,7 +482,7 @@ def test_properties(c: dict[str, Any]) -> None:
         assert result.decision(name).unhealthy
         cond = by_name[name]["status"]["conditions"][0]
         assert cond["status"] != "True"
-        assert parse_time(cond["lastTransitionTime"], "t") < NOW - timedelta(seconds=300)
+        assert parse_time(cond["lastTransitionTime"], "t") < NOW - 300
     for d in result.decisions:
         if d.healthy:
             assert d.node not in new
@@ -571,7 +574,7 @@ def test_times_at_the_edges_of_the_years_work_or_name_the_field() -> None:
         spec(), [node("a", "Unknown"), node("b"), node("c")], [], parse_time("0001-01-01T00:00:00Z", "now")
     )
     assert codes(early)["a"] == Code.SOON_UNHEALTHY
-    assert parse_time("9000-01-01T00:00:00Z", "t").year == 9000
+    assert parse_time("9000-01-01T00:00:00Z", "t") == datetime(9000, 1, 1, tzinfo=UTC).timestamp()
     late = node("a", "Unknown")
     late["status"]["conditions"][0]["lastTransitionTime"] = "9999-12-31T23:59:59-01:00"
     field = r"nodes\[0\]\.status\.conditions\[0\]\.lastTransitionTime"
@@ -581,6 +584,12 @@ def test_times_at_the_edges_of_the_years_work_or_name_the_field() -> None:
         evaluate(spec(), [late, node("b")], [], NOW)
     with pytest.raises(HealthSpecError, match=r"^now: '9999-12-31T23:59:59Z' is too late: .* give a time before 9707-"):
         parse_time("9999-12-31T23:59:59Z", "now")
+    # now as the engines pass it: seconds since the epoch, within the same bounds
+    assert codes(evaluate(spec(), [node("a", "Unknown"), node("b"), node("c")], [], LATEST_TIME))["a"] == Code.REMEDIATE
+    with pytest.raises(HealthSpecError, match=r"^now: .* is too late: .* give a time before 9707-"):
+        evaluate(spec(), [node("a"), node("b")], [], LATEST_TIME + 1)
+    with pytest.raises(HealthSpecError, match=r"^now: '2026-06-01T12:00:00Z' is not a time; give seconds since"):
+        evaluate(spec(), [node("a"), node("b")], [], "2026-06-01T12:00:00Z")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -667,7 +676,7 @@ def test_numbers_and_durations_take_ascii_digits_and_fit(extra: dict[str, Any], 
 
 @given(st.characters(categories=["Nd"]).filter(lambda c: not c.isascii()), st.integers(min_value=0, max_value=13))
 def test_a_condition_time_with_any_non_ascii_digit_names_the_field(digit: str, place: int) -> None:
-    stamp = format_time(NOW - timedelta(seconds=3600))
+    stamp = format_time(NOW - 3600)
     index = [i for i, c in enumerate(stamp) if c.isdigit()][place]
     bad = node("a")
     bad["status"]["conditions"][0]["lastTransitionTime"] = stamp[:index] + digit + stamp[index + 1 :]

@@ -6,7 +6,7 @@ import ast
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.peer
     remediations_for,
     worker_verdict,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import format_time
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -224,15 +225,15 @@ def test_node_role() -> None:
 
 
 # -- remediation objects -------------------------------------------------------------------------
-BOOT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+BOOT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp()
 
 
-def snr(name: str, created: datetime | None, node: str | None = None, uid: str = "u1", **ann: str) -> dict[str, Any]:
+def snr(name: str, created: float | None, node: str | None = None, uid: str = "u1", **ann: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "ops", "uid": uid, "annotations": dict(ann)}
     if node:
         meta["annotations"]["remediation.medik8s.io/node-name"] = node
-    if created:
-        meta["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if created is not None:
+        meta["creationTimestamp"] = format_time(created)
     return {"metadata": meta}
 
 
@@ -246,19 +247,19 @@ def test_peer_answer_matches_by_annotation_or_name() -> None:
 
 
 def test_remediation_newer_than_boot_fences_once() -> None:
-    later = snr("w1", BOOT + timedelta(minutes=1))
+    later = snr("w1", BOOT + 60)
     assert remediation_to_act_on([later], "w1", BOOT) is later
     assert remediation_to_act_on([later], "w1", BOOT, ["u1"]) is None
     assert remediation_to_act_on([later], "w2", BOOT) is None
 
 
 def test_remediation_older_than_boot_was_served_by_that_reboot() -> None:
-    assert remediation_to_act_on([snr("w1", BOOT - timedelta(seconds=1))], "w1", BOOT) is None
+    assert remediation_to_act_on([snr("w1", BOOT - 1)], "w1", BOOT) is None
 
 
 def test_remediation_without_a_timestamp_fences_and_timed_out_does_not() -> None:
     assert remediation_to_act_on([snr("w1", None)], "w1", BOOT) is not None
-    timed_out = snr("w1", BOOT + timedelta(minutes=1), **{"remediation.medik8s.io/nhc-timed-out": "x"})
+    timed_out = snr("w1", BOOT + 60, **{"remediation.medik8s.io/nhc-timed-out": "x"})
     assert remediation_to_act_on([timed_out], "w1", BOOT) is None
     bad = snr("w1", None)
     bad["metadata"]["creationTimestamp"] = "yesterday"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import format_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.steps import (
     FENCING_COMPLETED,
     FINALIZER,
@@ -16,6 +17,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediati
     REBOOT_COMPLETED,
     Code,
     Step,
+    assumed_rebooted,
     no_schedule_taint,
     plan_step,
     taints_after,
@@ -24,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 UTC = timezone.utc  # noqa: UP017
-T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
+T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC).timestamp()
 SAFE = 180.0
 RD, OOS = "ResourceDeletion", "OutOfServiceTaint"
 
@@ -52,7 +54,7 @@ def node(
 
 def snr(
     phase: str | None = None,
-    assumed: datetime | None = None,
+    assumed: float | None = None,
     deleting: bool = False,
     finalizer: bool = True,
     **ann: str,
@@ -65,8 +67,8 @@ def snr(
     status: dict[str, Any] = {}
     if phase:
         status["phase"] = phase
-    if assumed:
-        status["timeAssumedRebooted"] = assumed.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if assumed is not None:
+        status["timeAssumedRebooted"] = format_time(assumed)
     return {"metadata": meta, "spec": {"remediationStrategy": "Automatic"}, "status": status}
 
 
@@ -88,7 +90,7 @@ def test_first_step_taints_adds_the_finalizer_and_records_the_safe_time() -> Non
     assert step.status["timeAssumedRebooted"] == "2026-01-02T03:03:00Z"
     conditions = {c["type"]: (c["status"], c["reason"]) for c in step.status["conditions"]}
     assert conditions == {"Processing": ("True", "RemediationStarted"), "Succeeded": ("Unknown", "RemediationStarted")}
-    assert step.wait_until == T0 + timedelta(seconds=SAFE)
+    assert step.wait_until == T0 + SAFE
     assert [e[1] for e in step.events] == ["RemediationStarted"]
 
 
@@ -102,11 +104,9 @@ def test_nothing_is_recovered_before_the_safe_time(
     phase: str | None, elapsed: float, strategy: str, dying: bool
 ) -> None:
     """No pod deleted, no VolumeAttachment deleted, no out-of-service taint before timeAssumedRebooted."""
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(phase, assumed if phase else None, deleting=dying and phase is not None)
-    step = plan_step(
-        obj, node(), T0 + timedelta(seconds=elapsed), SAFE, strategy, pods=[POD, TERMINATING], attachments=[VA]
-    )
+    step = plan_step(obj, node(), T0 + elapsed, SAFE, strategy, pods=[POD, TERMINATING], attachments=[VA])
     assert not step.pods_to_delete
     assert not step.attachments_to_delete
     assert OUT_OF_SERVICE_TAINT_KEY not in [t["key"] for t in step.taints_to_add]
@@ -120,11 +120,11 @@ def test_nothing_is_recovered_before_the_safe_time(
     st.sampled_from([RD, OOS]),
 )
 def test_a_node_under_maintenance_is_never_touched(phase: str | None, elapsed: float, strategy: str) -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     step = plan_step(
         snr(phase, assumed if phase else None),
         node(taints=(OUT_OF_SERVICE_TAINT_KEY,), ready="True"),
-        T0 + timedelta(seconds=elapsed),
+        T0 + elapsed,
         SAFE,
         strategy,
         under_maintenance=True,
@@ -142,10 +142,10 @@ def test_excluded_node_is_skipped() -> None:
 
 
 def test_waiting_then_reboot_completed_at_the_safe_time() -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(PRE_REBOOT_COMPLETED, assumed)
     tainted = node(taints=(NO_SCHEDULE_TAINT_KEY,))
-    wait = plan_step(obj, tainted, assumed - timedelta(seconds=1), SAFE, RD)
+    wait = plan_step(obj, tainted, assumed - 1, SAFE, RD)
     assert wait.code == Code.WAITING_SAFE_TIME and wait.wait_until == assumed
     assert wait.status is not None  # the conditions are set once
     go = plan_step(obj, tainted, assumed, SAFE, RD)
@@ -153,9 +153,9 @@ def test_waiting_then_reboot_completed_at_the_safe_time() -> None:
 
 
 def test_resource_deletion_deletes_pods_and_attachments_then_completes() -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(REBOOT_COMPLETED, assumed)
-    later = assumed + timedelta(seconds=1)
+    later = assumed + 1
     step = plan_step(
         obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, RD, pods=[POD, TERMINATING], attachments=[VA]
     )
@@ -173,9 +173,9 @@ def test_resource_deletion_deletes_pods_and_attachments_then_completes() -> None
 
 
 def test_out_of_service_taint_flow() -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(REBOOT_COMPLETED, assumed)
-    later = assumed + timedelta(seconds=1)
+    later = assumed + 1
     first = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), later, SAFE, OOS, pods=[POD], attachments=[VA])
     assert [t["key"] for t in first.taints_to_add] == [OUT_OF_SERVICE_TAINT_KEY]
     assert first.taints_to_add[0]["value"] == "nodeshutdown" and first.taints_to_add[0]["effect"] == "NoExecute"
@@ -201,7 +201,7 @@ def test_out_of_service_taint_flow() -> None:
 
 
 def test_deleted_object_cleans_up_after_fencing() -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(FENCING_COMPLETED, assumed, deleting=True)
     step = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY)), assumed, SAFE, OOS)
     assert step.code == Code.CLEANING_UP
@@ -211,19 +211,19 @@ def test_deleted_object_cleans_up_after_fencing() -> None:
 
 
 def test_deleted_mid_fencing_completes_the_phases_first() -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(PRE_REBOOT_COMPLETED, assumed, deleting=True)
     step = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), T0, SAFE, RD)
     assert step.code == Code.WAITING_SAFE_TIME and not step.remove_finalizer
 
 
 def test_out_of_service_expiry_for_a_deleted_object() -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(REBOOT_COMPLETED, assumed, deleting=True)
     tainted = node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY))
-    early = plan_step(obj, tainted, assumed + timedelta(seconds=30), SAFE, OOS, pods=[TERMINATING])
+    early = plan_step(obj, tainted, assumed + 30, SAFE, OOS, pods=[TERMINATING])
     assert not early.taints_to_remove
-    late = plan_step(obj, tainted, assumed + timedelta(seconds=61), SAFE, OOS, pods=[TERMINATING])
+    late = plan_step(obj, tainted, assumed + 61, SAFE, OOS, pods=[TERMINATING])
     assert late.taints_to_remove == [OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY]
     assert "OutOfServiceTimestampExpired" in [e[1] for e in late.events]
 
@@ -248,12 +248,12 @@ def test_node_not_found_and_config_missing() -> None:
 
 
 def test_status_is_unchanged_when_nothing_differs() -> None:
-    assumed = T0 + timedelta(seconds=SAFE)
+    assumed = T0 + SAFE
     obj = snr(PRE_REBOOT_COMPLETED, assumed)
     first = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), T0, SAFE, RD)
     assert first.status is not None
     obj["status"] = first.status
-    second = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), T0 + timedelta(seconds=5), SAFE, RD)
+    second = plan_step(obj, node(taints=(NO_SCHEDULE_TAINT_KEY,)), T0 + 5, SAFE, RD)
     assert second.status is None and not second.writes
 
 
@@ -274,9 +274,11 @@ def test_taints_after(
 
 
 def test_the_recorded_time_is_rounded_up_never_down() -> None:
-    step = plan_step(snr(), node(), T0 + timedelta(microseconds=1), SAFE, RD)
+    step = plan_step(snr(), node(), T0 + 0.000001, SAFE, RD)
     assert step.status is not None
     assert step.status["timeAssumedRebooted"] == "2026-01-02T03:03:01Z"
+    # counted to the microsecond: a whole second is not rounded up
+    assert assumed_rebooted(T0 + 0.9, 0.1) == T0 + 1 and assumed_rebooted(T0 + 0.5, 0.500001) == T0 + 2
 
 
 @pytest.mark.parametrize("annotations", [{}, {REBOOT_CAPABLE_ANNOTATION: "false"}, {REBOOT_CAPABLE_ANNOTATION: "True"}])
@@ -294,7 +296,7 @@ def test_a_node_not_shown_reboot_capable_is_never_fenced_or_emptied(
     step = plan_step(
         snr(phase, T0 if phase else None),
         target,
-        T0 + timedelta(seconds=elapsed),
+        T0 + elapsed,
         SAFE,
         strategy,
         pods=[POD, TERMINATING],

@@ -34,7 +34,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors imp
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
 
 UTC = timezone.utc  # noqa: UP017
-NOW = datetime(2026, 1, 2, 3, 10, 0, tzinfo=UTC)
+NOW = datetime(2026, 1, 2, 3, 10, 0, tzinfo=UTC).timestamp()
 REF = {
     "apiVersion": "self-node-remediation.medik8s.io/v1alpha1",
     "kind": "SelfNodeRemediationTemplate",
@@ -109,7 +109,7 @@ def test_status_of_a_remediating_pass_and_its_stability() -> None:
     assert status["inFlightRemediations"] == {"b": "2026-01-02T03:05:00Z"}
     assert status["unhealthyNodes"][0]["remediations"][0]["templateName"] == "tpl"
     assert status["conditions"][0]["reason"] == "NodeHealthCheckEnabled"
-    later = datetime(2026, 1, 2, 3, 11, 0, tzinfo=UTC)
+    later = datetime(2026, 1, 2, 3, 11, 0, tzinfo=UTC).timestamp()
     assert build_status(status, evaluation, [rem], later) == status  # nothing changed: same times
 
     skipped_eval = evaluate({**SPEC, "minHealthy": 2}, [node("a", "True"), node("b", "Unknown")], [], NOW)

@@ -14,6 +14,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
     owns_unschedulable,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import FINALIZER
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import micro_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
     Reconciler,
@@ -35,7 +36,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
     NODES,
     PODS,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease, micro_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
 
 NOW = 1_800_000_000.0
 NS = "ns"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import to_epoch
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.steps import (
     FINALIZER,
     NO_SCHEDULE_TAINT_KEY,
@@ -21,10 +22,10 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remedi
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease, parse_micro_time
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
 
 UTC = timezone.utc  # noqa: UP017
-T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC)
+T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC).timestamp()
 
 
 class FakeClient:
@@ -216,11 +217,11 @@ def test_a_pass_fences_then_a_later_one_recovers() -> None:
     assert [t["key"] for t in fake.store[("nodes", "", "w1")]["spec"]["taints"]] == [NO_SCHEDULE_TAINT_KEY]
     assert ("pods", "app", "db-0") in fake.store
 
-    clock[0] = T0 + timedelta(seconds=129)
+    clock[0] = T0 + 129
     [early] = manager.run("ops", None, wait_timeout=0)
     assert early.code == "WaitingSafeTime" and ("pods", "app", "db-0") in fake.store
 
-    clock[0] = T0 + timedelta(seconds=130)
+    clock[0] = T0 + 130
     [done] = manager.run("ops", None, wait_timeout=0)
     assert done.phase == "Fencing-Completed"
     assert done.pods_deleted == ["app/db-0"] and done.attachments_deleted == ["va-1"]
@@ -274,7 +275,7 @@ def test_a_watchdog_timeout_that_is_not_a_number_keeps_the_pods(published: str) 
     fake.store[("nodes", "", "w1")]["metadata"]["annotations"]["self-node-remediation.medik8s.io/watchdog-timeout"] = (
         published
     )
-    manager = RemediationManager(fake, lambda: T0 + timedelta(seconds=100_000))  # type: ignore[arg-type]
+    manager = RemediationManager(fake, lambda: T0 + 100_000)  # type: ignore[arg-type]
     [outcome] = manager.run("ops", None, wait_timeout=0)
     assert (
         outcome.code == "NotRebootCapable"
@@ -303,7 +304,7 @@ def test_a_node_without_an_agent_keeps_its_pods_and_says_why() -> None:
     clock = [T0]
     manager = RemediationManager(fake, lambda: clock[0])  # type: ignore[arg-type]
     for elapsed in (0, 130, 100_000):
-        clock[0] = T0 + timedelta(seconds=elapsed)
+        clock[0] = T0 + elapsed
         [outcome] = manager.run("ops", None, wait_timeout=0)
         assert outcome.code == "NotRebootCapable" and "is-reboot-capable" in outcome.reason
         assert ("pods", "app", "db-0") in fake.store and ("volumeattachments", "", "va-1") in fake.store
@@ -326,7 +327,7 @@ def rebooted(fake: FakeClient) -> RemediationManager:
     """A manager whose next pass finds the object past its safe time (Reboot-Completed): it deletes the pods."""
     manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
     manager.run("ops", None, wait_timeout=0)
-    manager.now = lambda: T0 + timedelta(seconds=130)
+    manager.now = lambda: T0 + 130
     return manager
 
 
@@ -375,7 +376,7 @@ def past_safe_time(fake: FakeClient, strategy: str = "ResourceDeletion") -> Reme
     manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
     [fenced] = manager.run("ops", None, wait_timeout=0)
     assert fenced.phase == "Pre-Reboot-Completed" and fenced.time_assumed_rebooted == "2026-01-02T03:02:10Z"
-    manager.now = lambda: T0 + timedelta(seconds=130)
+    manager.now = lambda: T0 + 130
     return manager
 
 
@@ -436,7 +437,7 @@ def test_time_assumed_rebooted_set_by_another_run_meanwhile_is_never_set_again()
     manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
     # a run that started 5 s earlier fences the object between our read and our first write
     earlier = FakeClient(objects())
-    RemediationManager(earlier, lambda: T0 - timedelta(seconds=5)).run("ops", None, wait_timeout=0)  # type: ignore[arg-type]
+    RemediationManager(earlier, lambda: T0 - 5).run("ops", None, wait_timeout=0)  # type: ignore[arg-type]
     theirs = earlier.store[SNR]
     assert theirs["status"]["timeAssumedRebooted"] == "2026-01-02T03:02:05Z"
 
@@ -487,7 +488,7 @@ def completed_with_out_of_service_taint(fake: FakeClient) -> RemediationManager:
         {"key": OUT_OF_SERVICE_TAINT_KEY, "value": "nodeshutdown", "effect": "NoExecute"},
     ]
     node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
-    return RemediationManager(fake, lambda: T0 + timedelta(seconds=300))  # type: ignore[arg-type]
+    return RemediationManager(fake, lambda: T0 + 300)  # type: ignore[arg-type]
 
 
 def test_a_taint_decided_on_a_node_that_changed_meanwhile_is_decided_again() -> None:
@@ -565,13 +566,13 @@ def test_a_node_lease_left_by_a_dead_run_is_waited_for_until_its_hold_runs_out(
     fake = FakeClient(objects())
     dead = Lease(fake, "nodeops-remediation-w1", "ops", "dead-run", duration=60)  # type: ignore[arg-type]
     assert dead.try_acquire()  # and never given up
-    renewed = parse_micro_time(fake.store[("leases", "ops", "nodeops-remediation-w1")]["spec"]["renewTime"])
+    renewed = to_epoch(fake.store[("leases", "ops", "nodeops-remediation-w1")]["spec"]["renewTime"])
     assert renewed is not None
     clock = [renewed + 59.5]  # half a second of the dead run's hold left
     monkeypatch.setattr(engine, "Lease", lambda *args, **kwargs: Lease(*args, **kwargs, clock=lambda: clock[0]))
     manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
     [outcome] = manager.run("ops", None, wait_timeout=0)
-    assert outcome.code == "Busy" and outcome.wait_until == T0 + timedelta(seconds=0.5)
+    assert outcome.code == "Busy" and outcome.wait_until == T0 + 0.5
     clock[0] += 1.0  # its hold ran out: the next look takes the node
     [outcome] = manager.run("ops", None, wait_timeout=0)
     assert outcome.phase == "Pre-Reboot-Completed"
@@ -624,7 +625,7 @@ def test_a_busy_pass_keeps_what_an_earlier_pass_of_the_run_found() -> None:
     )
 
 
-def offline(fake: FakeClient, now: datetime, config_namespace: str | None = None) -> list[dict[str, Any]]:
+def offline(fake: FakeClient, now: float, config_namespace: str | None = None) -> list[dict[str, Any]]:
     """The offline what-if over the objects the fake API server holds now."""
 
     def of(plural: str) -> list[dict[str, Any]]:
@@ -650,7 +651,7 @@ def test_offline_reports_what_a_check_mode_pass_reports_at_every_stage() -> None
     then is the check-mode pass over the same cluster, field for field, the time left to the safe time included."""
     fake = FakeClient(objects())
     for seconds, write in ((0, True), (129, False), (130, True), (140, False)):
-        now = T0 + timedelta(seconds=seconds)
+        now = T0 + seconds
         checked = RemediationManager(fake, lambda now=now: now, check_mode=True)  # type: ignore[arg-type]
         live = [o.as_dict() for o in checked.run("ops", None, wait_timeout=0)]
         assert offline(fake, now) == live, seconds

@@ -6,16 +6,15 @@ holding the same objects reports and writes."""
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import format_time, micro_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import nodelease
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     HEALTHY_DELAY_ANNOTATION,
     STORM_ACTIVE,
     STORM_COOLDOWN_ACTIVE,
     TIMED_OUT_ANNOTATION,
-    format_time,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import PassResult, offline_pass
 from hypothesis import given, settings
@@ -38,7 +37,7 @@ class Clocked(FakeClient):
 
 
 def ago(seconds: int) -> str:
-    return format_time(NOW - timedelta(seconds=seconds))
+    return format_time(NOW - seconds)
 
 
 @st.composite
@@ -84,8 +83,8 @@ def states(draw: st.DrawFn) -> dict[str, Any]:
                     "spec": {
                         "holderIdentity": holder,
                         "leaseDurationSeconds": draw(st.sampled_from([660, 3600])),
-                        "acquireTime": nodelease.micro_time(NOW - timedelta(seconds=acquired)),
-                        "renewTime": nodelease.micro_time(NOW - timedelta(seconds=renewed)),
+                        "acquireTime": micro_time(NOW - acquired),
+                        "renewTime": micro_time(NOW - renewed),
                     },
                 }
             )

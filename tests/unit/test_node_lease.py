@@ -4,10 +4,10 @@ conditional writes of it against a fake API client."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import micro_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation import nodelease
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     TIMED_OUT_ANNOTATION,
@@ -36,8 +36,8 @@ def lease(node_name: str, holder: str, renewed: float, duration: int = 660, acqu
         "spec": {
             "holderIdentity": holder,
             "leaseDurationSeconds": duration,
-            "acquireTime": nodelease.micro_time(NOW - timedelta(seconds=renewed if acquired is None else acquired)),
-            "renewTime": nodelease.micro_time(NOW - timedelta(seconds=renewed)),
+            "acquireTime": micro_time(NOW - (renewed if acquired is None else acquired)),
+            "renewTime": micro_time(NOW - renewed),
         },
     }
 
@@ -107,7 +107,7 @@ def test_a_single_templates_remediation_is_overdue_after_thirty_minutes() -> Non
     assert keep.decision("b").code == Code.REMEDIATING and keep.to_mark_timed_out == ()
     [renew] = keep.lease_writes
     assert (renew.action, renew.duration) == ("renew", 660.0)
-    assert nodelease.spec_after(renew, NOW)["acquireTime"] == nodelease.micro_time(NOW - timedelta(minutes=29))
+    assert nodelease.spec_after(renew, NOW)["acquireTime"] == micro_time(NOW - 29 * 60)
     assert keep.requeue_after is not None and keep.requeue_after <= 61
     # taken 30 minutes and one second ago: overdue, the Lease goes and the object is marked timed out
     late = held(lease("b", HOLDER, renewed=60, acquired=30 * 60 + 1))
@@ -129,10 +129,10 @@ def test_a_new_remediation_is_timed_from_now_even_under_a_lease_left_from_an_ear
     [take] = evaluation.lease_writes
     assert take.fresh
     spec = nodelease.spec_after(take, NOW)
-    assert spec["acquireTime"] == nodelease.micro_time(NOW) and spec["leaseTransitions"] == 1
+    assert spec["acquireTime"] == micro_time(NOW) and spec["leaseTransitions"] == 1
     # the next pass keeps it: not overdue
     taken = nodelease.NodeLease("b", HOLDER, NOW, NOW, 660.0)
-    later = NOW + timedelta(seconds=30)
+    later = NOW + 30
     rems = [snr("b")]
     rems[0]["metadata"]["creationTimestamp"] = "2026-01-02T03:10:00Z"
     after = evaluate(SPEC, NODES, rems, later, (), (), {"b": taken}, HOLDER)
@@ -224,8 +224,8 @@ def test_renewal_and_release_are_conditional_on_the_lease_as_read() -> None:
     renewed = fake.store[key]
     assert renewed["metadata"]["ownerReferences"] == [{"kind": "Node", "name": "b", "uid": "n"}]
     assert renewed["metadata"]["resourceVersion"] != listed
-    assert renewed["spec"]["renewTime"] == nodelease.micro_time(NOW)
-    assert renewed["spec"]["acquireTime"] == nodelease.micro_time(NOW - timedelta(seconds=600))
+    assert renewed["spec"]["renewTime"] == micro_time(NOW)
+    assert renewed["spec"]["acquireTime"] == micro_time(NOW - 600)
 
     # the node is healthy again and its object gone: the Lease is deleted on its uid and version
     fake = cluster(SPEC, [node("a", "True"), node("b", "True")], [])

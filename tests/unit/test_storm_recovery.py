@@ -4,10 +4,10 @@ and the edges (off when unset, "0s", paused, no unhealthy node, a status that ca
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import format_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import (
     STORM_ACTIVE,
     STORM_COOLDOWN_ACTIVE,
@@ -15,7 +15,6 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediati
     Code,
     HealthSpecError,
     evaluate,
-    format_time,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
     PassResult,
@@ -56,7 +55,7 @@ class Cluster:
         self.nodes[name] = node(name)
 
     def pass_at(self, seconds: float) -> PassResult:
-        now = NOW + timedelta(seconds=seconds)
+        now = NOW + seconds
         result = offline_pass(self.spec, list(self.nodes.values()), self.rems, now, status=self.status)
         self.rems = remediations_after(self.rems, result.evaluation, now)
         assert result.status is not None
@@ -76,7 +75,7 @@ def reasons(result: PassResult) -> list[str]:
 
 
 def at(seconds: float) -> str:
-    return format_time(NOW + timedelta(seconds=seconds))
+    return format_time(NOW + seconds)
 
 
 def test_consecutive_storms_as_in_upstreams_example() -> None:

@@ -24,12 +24,12 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, cast
 
 from ..core.maintenance.scheduler import parse_requests
 from ..core.node.conditions import set_condition
 from ..core.node.errors import NodeopsError
+from ..core.node.rfc3339 import format_time
 from ..core.remediation import nodelease
 from ..core.remediation.health import (
     CONFIRMED_HEALTHY_ANNOTATION,
@@ -45,7 +45,6 @@ from ..core.remediation.health import (
     Evaluation,
     RemediationRequest,
     evaluate,
-    format_time,
     remediation_node,
 )
 from ..k8s.client import (
@@ -180,7 +179,7 @@ def build_status(
     old: Mapping[str, Any],
     evaluation: Evaluation,
     remediations: Sequence[Mapping[str, Any]],
-    now: datetime,
+    now: float,
     disabled_reason: str | None = None,
     disabled_message: str = "",
 ) -> dict[str, Any]:
@@ -272,7 +271,7 @@ def build_status(
 
 
 def remediations_after(
-    remediations: Sequence[Mapping[str, Any]], evaluation: Evaluation, now: datetime
+    remediations: Sequence[Mapping[str, Any]], evaluation: Evaluation, now: float
 ) -> list[dict[str, Any]]:
     """The remediation objects as ``evaluation``'s writes would leave them, for the status a pass that writes
     nothing shows (check mode, offline): its deletions gone, its marks added, and each new object as made at
@@ -405,7 +404,7 @@ def offline_pass(
     spec: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
     remediations: Sequence[Mapping[str, Any]],
-    now: datetime,
+    now: float | None,
     maintenance: Iterable[str] = (),
     status: Mapping[str, Any] | None = None,
     leases: Iterable[Mapping[str, Any]] = (),
@@ -413,7 +412,10 @@ def offline_pass(
 ) -> PassResult:
     """A pass over objects given as data, writing nothing: what it would create, delete and mark, the node Leases
     it would take, renew and give up (as the NodeHealthCheck ``name``), its events, and (with the
-    NodeHealthCheck's ``status`` as read) the status it would write."""
+    NodeHealthCheck's ``status`` as read) the status it would write. ``now``: seconds since the epoch; None reads
+    the clock."""
+    if now is None:
+        now = time.time()
     old = status or {}
     if not isinstance(old, Mapping):
         raise HealthInputError("status: must be a mapping (the status of the NodeHealthCheck as read).")
@@ -570,9 +572,10 @@ class HealthPass:
                 f"NodeHealthCheck {name!r} does not exist; check the name with 'kubectl get nhc'."
             ) from None
 
-    def run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime]) -> PassResult:
-        """One pass; a pass that writes holds the NodeHealthCheck's Lease (see :meth:`_run`): two passes at once
-        would each decide on a read the other is changing (two remediation objects for one node)."""
+    def run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], float] = time.time) -> PassResult:
+        """One pass at the time ``now`` reads (seconds since the epoch); a pass that writes holds the
+        NodeHealthCheck's Lease (see :meth:`_run`): two passes at once would each decide on a read the other is
+        changing (two remediation objects for one node)."""
         if not name or self.check_mode:
             return self._run(name, spec, now)
         nhc = self._read_nhc(name)
@@ -595,7 +598,7 @@ class HealthPass:
             if not lease.release(retry_for=10.0):
                 self.warnings.append(f"Lease {namespace}/{lease.name} could not be given up; it expires by itself.")
 
-    def _run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime]) -> PassResult:
+    def _run(self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], float]) -> PassResult:
         """Read, evaluate and write until a whole evaluation's writes went through (or wrote nothing).
 
         Every write carries a precondition on the object as read (see the module docstring); when one is refused
@@ -623,7 +626,7 @@ class HealthPass:
         return result
 
     def _evaluate_and_write(
-        self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], datetime], done: _Done
+        self, name: str | None, spec: Mapping[str, Any] | None, now: Callable[[], float], done: _Done
     ) -> tuple[PassResult, dict[str, Any] | None]:
         """One read, one evaluation and its writes (recorded in ``done`` as each one goes through).
 
@@ -687,7 +690,7 @@ class HealthPass:
         evaluation: Evaluation,
         templates: Mapping[str, Mapping[str, Any]],
         nhc: Mapping[str, Any] | None,
-        moment: datetime,
+        moment: float,
         result: PassResult,
     ) -> None:
         """What the writes would be (check mode, or a spec given as data): recorded in ``result``, nothing sent."""
@@ -708,7 +711,7 @@ class HealthPass:
         templates: Mapping[str, Mapping[str, Any]],
         nhc: Mapping[str, Any] | None,
         nodes: Sequence[Mapping[str, Any]],
-        moment: datetime,
+        moment: float,
         done: _Done,
     ) -> None:
         """The writes of ``evaluation``, each conditional on the read it was decided on; each one that goes
@@ -773,7 +776,7 @@ class HealthPass:
             if write.action != "take":
                 self._write_lease(write, node_uids.get(write.node, ""), moment, done)
 
-    def _write_lease(self, write: nodelease.LeaseWrite, node_uid: str, moment: datetime, done: _Done) -> None:
+    def _write_lease(self, write: nodelease.LeaseWrite, node_uid: str, moment: float, done: _Done) -> None:
         """One node Lease write, conditional on the Lease as read: created (the namespace too, when missing),
         replaced on its resourceVersion, or deleted on its uid and resourceVersion."""
         namespace, name = self.node_lease_namespace, nodelease.name_for(write.node)
@@ -832,7 +835,7 @@ class HealthPass:
         name: str,
         evaluation: Evaluation,
         rems: Sequence[Mapping[str, Any]],
-        moment: datetime,
+        moment: float,
         writes: bool,
         result: PassResult,
     ) -> None:

@@ -27,13 +27,12 @@ import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any, cast
 
 from ..core.node import rfc3339
 from ..core.node.errors import NodeopsError
+from ..core.node.rfc3339 import format_time
 from ..core.node.safetime import SafeTime, safe_time, watchdog_seconds
-from ..core.remediation.health import format_time
 from ..core.remediation.steps import (
     FINALIZER,
     REBOOT_COMPLETED,
@@ -67,12 +66,12 @@ RETRIES = 5
 BUSY_POLL_SECONDS = 2.0
 
 
-def seconds_until(stamp: str | None, now: datetime) -> float | None:
+def seconds_until(stamp: str | None, now: float) -> float | None:
     """Seconds from ``now`` to the time ``stamp`` (0 once it has passed); None without a readable time."""
-    moment = rfc3339.parse(stamp)
+    moment = rfc3339.to_epoch(stamp)
     if moment is None:
         return None
-    return max(0.0, round((moment - now).total_seconds(), 3))
+    return max(0.0, round(moment - now, 3))
 
 
 def safe_time_for(
@@ -92,7 +91,7 @@ def decide_step(
     config: Mapping[str, Any] | None,
     workers: int,
     git_version: str,
-    now: datetime,
+    now: float,
     under_maintenance: bool,
     pods: list[dict[str, Any]],
     attachments: list[dict[str, Any]],
@@ -128,14 +127,17 @@ def offline_outcomes(
     attachments: list[dict[str, Any]],
     configs: list[dict[str, Any]],
     git_version: str,
-    now: datetime,
+    now: float | None,
     maintenance: set[str],
     watchdog_timeout: float | None = None,
     config_namespace: str | None = None,
 ) -> tuple[list[Outcome], list[str]]:
     """What a check-mode pass reports, from objects given as data: for each SelfNodeRemediation its next step,
     the strategy that runs and the safe time (the wait it would start, or the one in its status). The objects
-    outside ``config_namespace`` (when set) are ignored, as a live pass ignores them: (outcomes, ignored)."""
+    outside ``config_namespace`` (when set) are ignored, as a live pass ignores them: (outcomes, ignored).
+    ``now``: seconds since the epoch; None reads the clock."""
+    if now is None:
+        now = time.time()
     for index, snr in enumerate(remediations):
         meta = snr.get("metadata") if isinstance(snr, Mapping) else None
         if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
@@ -222,7 +224,7 @@ class Outcome:
     reason: str = ""
     time_assumed_rebooted: str | None = None
     safe_time: dict[str, Any] | None = None
-    wait_until: datetime | None = None
+    wait_until: float | None = None  # seconds since the epoch
     changed: bool = False
     pods_deleted: list[str] = field(default_factory=list)  # by this run (or, in check mode, that would be)
     pods_already_gone: list[str] = field(default_factory=list)  # to delete, but gone or replaced before it
@@ -246,7 +248,7 @@ class Outcome:
             "reason": self.reason,
             "time_assumed_rebooted": self.time_assumed_rebooted,
             "safe_time": self.safe_time,
-            "wait_until": format_time(self.wait_until) if self.wait_until else None,
+            "wait_until": format_time(self.wait_until) if self.wait_until is not None else None,
             "changed": self.changed,
             "pods_deleted": self.pods_deleted,
             "pods_already_gone": self.pods_already_gone,
@@ -274,7 +276,7 @@ class RemediationManager:
     def __init__(
         self,
         client: Client,
-        now: Callable[[], datetime],
+        now: Callable[[], float] = time.time,
         check_mode: bool = False,
         emit_events: bool = True,
         config_namespace: str | None = None,
@@ -283,7 +285,7 @@ class RemediationManager:
         self.client = client
         self.writer = client  # the client for writes: guarded by the node's Lease while a run acts on it
         self.identity = default_identity()
-        self.now = now
+        self.now = now  # the clock, in seconds since the epoch
         self.check_mode = check_mode
         self.emit_events = emit_events
         self.config_namespace = config_namespace
@@ -358,7 +360,7 @@ class RemediationManager:
             left = BUSY_POLL_SECONDS
             if lease.holder_expires is not None:
                 left = min(left, max(0.0, lease.holder_expires - lease.clock()))
-            outcome.wait_until = self.now() + timedelta(seconds=left)
+            outcome.wait_until = self.now() + left
             return outcome
         self.writer = cast(Client, GuardedClient(self.client, lease))
         try:
@@ -594,7 +596,7 @@ class RemediationManager:
             if not waits:
                 break
             left = wait_timeout - (time.monotonic() - start)
-            pause = max(0.0, (min(waits) - self.now()).total_seconds())
+            pause = max(0.0, min(waits) - self.now())
             if left <= 0 or pause > left:
                 break
             sleep(min(max(pause, 0.2), left))

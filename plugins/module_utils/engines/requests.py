@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import requestspec
+from ..core.node import rfc3339
 from ..core.node.errors import NodeopsError
 from ..k8s.client import EVENTS, NODE_MAINTENANCES, NODES, Client
 from ..k8s.errors import Conflict, K8sError, NotFound, UIDMismatch
@@ -349,7 +350,7 @@ class Requests:
         draining = obj is not None and lc.NodeMaintenanceView.from_dict(obj).phase == lc.PHASE_DRAINING
         if obj is not None and draining and not any(drain.get(key) for key in lc.BLOCKING_FIELDS):
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
-            started = lc.parse_time(annotations.get(lc.DRAIN_START_ANNOTATION))
+            started = rfc3339.to_epoch(annotations.get(lc.DRAIN_START_ANNOTATION))
             blocked = self.last_event(obj, lc.EVENT_EVICTION_BLOCKED, since=started)
         return why_not_ready(action, blocked)
 
@@ -368,7 +369,7 @@ class Requests:
         if since is not None:
             # an event's time has whole seconds: one of the attempt's first second counts
             events = [
-                e for e in events if (lc.parse_time(e.get("lastTimestamp") or e.get("eventTime")) or 0) >= int(since)
+                e for e in events if (rfc3339.to_epoch(e.get("lastTimestamp") or e.get("eventTime")) or 0) >= int(since)
             ]
         if not events:
             return ""

@@ -640,12 +640,13 @@ class Client:
         Events of cluster-scoped objects go to the ``default`` namespace, as kubectl and controllers do.
         ``now`` is an RFC 3339 time; by default the current UTC time.
         """
-        import datetime
         import uuid
+
+        from ..core.node.rfc3339 import format_time
 
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        stamp = now or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = now or format_time(time.time())
         body = {
             "apiVersion": "v1",
             "kind": "Event",

@@ -17,7 +17,6 @@ a pass whose renewal failed, or that was paused past that time, writes nothing m
 from __future__ import annotations
 
 import contextlib
-import datetime
 import hashlib
 import os
 import socket
@@ -27,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..core.node.rfc3339 import micro_time, to_epoch
 from .client import LEASES, Client, within_deadline
 from .errors import Conflict, K8sError, NotFound
 
@@ -60,20 +60,6 @@ def lease_name(prefix: str, name: str) -> str:
 
 def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-def micro_time(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_micro_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    text = value[:-1] + "+00:00" if value.endswith("Z") else value
-    try:
-        return datetime.datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
 
 
 class Lease:
@@ -133,7 +119,7 @@ class Lease:
         spec = lease.get("spec") or {}
         if not spec.get("holderIdentity"):
             return None
-        renewed = parse_micro_time(spec.get("renewTime")) or parse_micro_time(spec.get("acquireTime"))
+        renewed = to_epoch(spec.get("renewTime")) or to_epoch(spec.get("acquireTime"))
         if renewed is None:
             return None
         return renewed + float(spec.get("leaseDurationSeconds") or self.duration)

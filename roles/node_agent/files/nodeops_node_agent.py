@@ -44,7 +44,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any
 
@@ -692,11 +692,11 @@ HTTP_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method No
 
 
 # -- the agent -----------------------------------------------------------------------------------
-def boot_time() -> datetime:
-    """When the node booted (from /proc/uptime), timezone-aware."""
+def boot_time() -> float:
+    """When the node booted (from /proc/uptime), in seconds since the epoch."""
     with open("/proc/uptime", encoding="ascii") as handle:
         uptime = float(handle.read().split()[0])
-    return datetime.now(timezone.utc) - timedelta(seconds=uptime)
+    return time.time() - uptime
 
 
 class Agent:

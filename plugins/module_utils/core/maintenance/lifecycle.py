@@ -209,16 +209,11 @@ class NodeMaintenanceView:
 
 
 # -- time ----------------------------------------------------------------------------------------
+# Our own annotations are read with rfc3339.to_epoch: a value that is not a usable time (an impossible date, a time
+# outside the years 0001-9999 in UTC, non-ASCII digits) counts as missing and is written again.
 def rfc3339(seconds: float) -> str:
     """UTC, whole seconds, as the operator writes its annotations."""
     return _rfc3339.format_time(seconds)
-
-
-def parse_time(value: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time; None when missing or unparseable (also an impossible date,
-    a time outside the years 0001-9999 in UTC or non-ASCII digits): our own annotations, a value that is not a
-    usable time is written again, as if missing."""
-    return _rfc3339.to_epoch(value)
 
 
 def timeout_seconds(spec: Mapping[str, Any], field: str, default: int) -> int:
@@ -326,7 +321,7 @@ def gc_due(nm: NodeMaintenanceView, now: float, max_seconds: float) -> bool:
     """Ready (ready-time stamped) longer than maxNodeMaintenanceTimeSeconds, not kept, not being deleted."""
     if nm.deleting or nm.annotations.get(GC_IGNORE_ANNOTATION, "").lower() == "true":
         return False
-    ready = parse_time(nm.annotations.get(READY_TIME_ANNOTATION))
+    ready = _rfc3339.to_epoch(nm.annotations.get(READY_TIME_ANNOTATION))
     return ready is not None and now > ready + max_seconds
 
 
@@ -367,7 +362,7 @@ def next_step(
         return _drain(nm, now, seen)
     if phase in (PHASE_READY, PHASE_REQUESTOR_FAILED):
         step = Step()
-        if parse_time(nm.annotations.get(READY_TIME_ANNOTATION)) is None:
+        if _rfc3339.to_epoch(nm.annotations.get(READY_TIME_ANNOTATION)) is None:
             step.annotations[READY_TIME_ANNOTATION] = rfc3339(now)
         target = PHASE_REQUESTOR_FAILED if nm.requestor_failed else PHASE_READY
         if target != phase:
@@ -424,7 +419,7 @@ def _wait(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
         timeout = timeout_seconds(spec, "spec.waitForPodCompletion.timeoutSeconds", 0)
     except LifecycleInputError as err:
         return Step(waiting=str(err))  # held where it is, the reason shown, as for an unknown Ready reason
-    start = parse_time(nm.annotations.get(WAIT_START_ANNOTATION))
+    start = _rfc3339.to_epoch(nm.annotations.get(WAIT_START_ANNOTATION))
     step = Step()
     if start is None:  # first check, or a value that does not parse: the wait starts now
         start = now
@@ -461,7 +456,7 @@ def pruned_fields(written: Mapping[str, Any], stored: Mapping[str, Any]) -> list
 def drain_started_at(obj: Mapping[str, Any], now: float) -> float:
     """When the current drain attempt began (the annotation), or ``now`` for a new attempt."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    start = parse_time(annotations.get(DRAIN_START_ANNOTATION))
+    start = _rfc3339.to_epoch(annotations.get(DRAIN_START_ANNOTATION))
     return now if start is None else start
 
 
@@ -489,7 +484,7 @@ def _drain(nm: NodeMaintenanceView, now: float, seen: Observation) -> Step:
             step.annotations[DRAIN_START_ANNOTATION] = None
         return step
     step = Step()
-    attempt_started = parse_time(nm.annotations.get(DRAIN_START_ANNOTATION)) is not None
+    attempt_started = _rfc3339.to_epoch(nm.annotations.get(DRAIN_START_ANNOTATION)) is not None
     if not attempt_started:
         step.annotations[DRAIN_START_ANNOTATION] = rfc3339(now)
     report = seen.drain

@@ -895,10 +895,9 @@ def _epoch(value: Any, what: str, field: str) -> int:
         return cached
     try:
         # an impossible date, a time outside the years 0001-9999 in UTC or a non-ASCII digit is refused too
-        moment = rfc3339.parse_field(value, f"{what}: {field}")  # a datetime (as YAML loaders give) made aware
+        seconds = math.floor(rfc3339.parse_time(value, f"{what}: {field}"))  # a naive datetime is UTC
     except rfc3339.TimeError as err:
         raise SchedulerInputError(str(err)) from err
-    seconds = math.floor(moment.timestamp())
     if isinstance(value, str) and len(_EPOCH_CACHE) < 65536:
         _EPOCH_CACHE[value] = seconds
     return seconds

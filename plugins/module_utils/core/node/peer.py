@@ -51,7 +51,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from . import rfc3339
@@ -343,16 +342,16 @@ def peer_answer(remediations: Iterable[Mapping[str, Any]], asker: str) -> int:
     return UNHEALTHY if remediations_for(remediations, asker) else HEALTHY
 
 
-def _created(item: Mapping[str, Any]) -> datetime | None:
-    return rfc3339.parse((item.get("metadata") or {}).get("creationTimestamp"))
+def _created(item: Mapping[str, Any]) -> float | None:
+    return rfc3339.to_epoch((item.get("metadata") or {}).get("creationTimestamp"))
 
 
 def remediation_to_act_on(
-    remediations: Iterable[Mapping[str, Any]], node: str, boot_time: datetime, fenced_uids: Iterable[str] = ()
+    remediations: Iterable[Mapping[str, Any]], node: str, boot_time: float, fenced_uids: Iterable[str] = ()
 ) -> Mapping[str, Any] | None:
     """The SelfNodeRemediation for ``node`` this agent must fence for, or None.
 
-    One created after the node's last boot (``boot_time``, timezone-aware) that this agent has not
+    One created after the node's last boot (``boot_time``, seconds since the epoch) that this agent has not
     fenced for yet (``fenced_uids``) and that Node Health Check has not given up
     (``remediation.medik8s.io/nhc-timed-out``). One created before the boot was already served by
     that reboot (upstream's uptime check), so a node does not reboot twice for one remediation.

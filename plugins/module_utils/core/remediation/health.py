@@ -3,8 +3,8 @@
 """Evaluation of a NodeHealthCheck: which nodes are unhealthy, which get a remediation, which
 remediation objects go, and when to look again.
 
-Pure, standard library only (time is the ``now`` parameter). Semantics of medik8s Node Health Check
-as a single pass over data the caller read:
+Pure, standard library only (time is the ``now`` parameter, seconds since the epoch). Semantics of medik8s
+Node Health Check as a single pass over data the caller read:
 
 * ``nodes``: every Node object of the cluster (dicts as the API returns them); the spec's selector
   picks the observed ones, and a remediation object whose node is not among them is an orphan.
@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..intorpercent import IntOrPercentError, parse, scaled
@@ -40,7 +39,7 @@ from ..labelselector import SelectorError, matches, validate
 from ..node import conditions as _status_conditions
 from ..node import nodes as _nodes
 from ..node import rfc3339
-from ..node.duration import MAX_SECONDS, DurationError, parse_duration
+from ..node.duration import DurationError, parse_duration
 from ..node.errors import NodeopsError
 from ..node.nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
 from . import nodelease
@@ -53,8 +52,6 @@ TEMPLATE_NAME_ANNOTATION = "remediation.medik8s.io/template-name"
 HEALTHY_DELAY_ANNOTATION = "remediation.medik8s.io/healthy-delay"
 CONFIRMED_HEALTHY_ANNOTATION = "remediation.medik8s.io/manually-confirmed-healthy"
 CONTROL_PLANE_CR_LABEL = "remediation.medik8s.io/isControlPlaneNode"
-#: UTC; ``datetime.UTC`` needs Python 3.11 and the node agent runs on 3.9.
-UTC = timezone.utc  # noqa: UP017
 
 DEFAULT_UNHEALTHY_CONDITIONS: tuple[dict[str, str], ...] = (
     {"type": "Ready", "status": "False", "duration": "300s"},
@@ -253,7 +250,7 @@ def storm_cooldown_of(spec: Mapping[str, Any]) -> float | None:
         raise HealthSpecError(str(err)) from err
 
 
-def _storm_condition(conditions: Sequence[Any], ctype: str) -> tuple[bool, datetime | None]:
+def _storm_condition(conditions: Sequence[Any], ctype: str) -> tuple[bool, float | None]:
     """(status is True, lastTransitionTime) of the condition ``ctype`` among the NodeHealthCheck's."""
     condition = _status_conditions.find(list(conditions), ctype)
     if condition is None or condition.get("status") != "True":
@@ -261,7 +258,7 @@ def _storm_condition(conditions: Sequence[Any], ctype: str) -> tuple[bool, datet
     return True, parse_time(condition.get("lastTransitionTime"), f"status.conditions[{ctype}].lastTransitionTime")
 
 
-def storm_step(cooldown: float, breached: bool, conditions: Sequence[Any], now: datetime) -> StormStep:
+def storm_step(cooldown: float, breached: bool, conditions: Sequence[Any], now: float) -> StormStep:
     """One pass of storm recovery, for a pass that has unhealthy nodes (upstream looks at nothing else).
 
     A breach of minHealthy (or maxUnhealthy) starts a storm (StormActive True) and clears any cooldown; once the
@@ -297,7 +294,7 @@ def storm_step(cooldown: float, breached: bool, conditions: Sequence[Any], now: 
             "Storm cooldown delay started - waiting before resuming normal remediation",
         )
         return StormStep(True, (started,), (STORM_COOLDOWN_STARTED,), cooldown + REQUEUE_SLACK_SECONDS)
-    elapsed = (now - since).total_seconds()
+    elapsed = now - since
     if elapsed < cooldown:
         return StormStep(True, requeue_after=cooldown - elapsed + REQUEUE_SLACK_SECONDS)
     resumed = "Storm mode is deactivated, remediation can occur normally"
@@ -372,30 +369,17 @@ class Evaluation:
 
 
 # -- small readers ----------------------------------------------------------------------------
-#: The latest time read: durations up to Go's longest (about 292 years) are added to the times read, and a
-#: datetime ends with the year 9999 (later times fail naming the field instead of overflowing).
-LATEST_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - timedelta(seconds=math.ceil(MAX_SECONDS))
-
-
-def parse_time(value: object, field: str) -> datetime:
-    """An RFC 3339 timestamp (``2026-01-02T03:04:05Z``, fractions and offsets allowed) as aware UTC.
+def parse_time(value: object, field: str) -> float:
+    """An RFC 3339 timestamp (``2026-01-02T03:04:05Z``, fractions and offsets allowed) in seconds since the epoch.
 
     HealthSpecError naming ``field`` for anything else: not a string, not RFC 3339 with ASCII digits, a date
-    or time that does not exist (2026-02-30), outside the years 0001-9999 in UTC, or after LATEST_TIME.
+    or time that does not exist (2026-02-30), outside the years 0001-9999 in UTC, or after
+    ``rfc3339.LATEST_TIME`` (durations are added to the times read here).
     """
     try:
-        moment = rfc3339.parse_field(value, field)
+        return rfc3339.parse_time(value, field, latest=True)
     except rfc3339.TimeError as err:
         raise HealthSpecError(str(err)) from err
-    if moment > LATEST_TIME:
-        raise HealthSpecError(
-            f"{field}: {value!r} is too late: durations of up to about 292 years are added to the times read, "
-            f"which would pass the year 9999; give a time before {rfc3339.format_time(LATEST_TIME)}."
-        )
-    return moment
-
-
-format_time = rfc3339.format_time
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -481,7 +465,7 @@ def _as_string(value: object, meant: str) -> str:
     return "give a string ('' for an empty one)"
 
 
-def _stamp(value: Any) -> datetime | None:
+def _stamp(value: Any) -> float | None:
     """A time this collection (or upstream) wrote into an annotation; None when missing or not a valid time."""
     if not value:
         return None
@@ -634,7 +618,7 @@ class _Pass:
 class _Inputs:
     """A NodeHealthCheck pass's inputs, checked and indexed once."""
 
-    now: datetime
+    now: float
     conditions: list[_Condition]
     templates: list[Template]
     healthy_delay: float
@@ -674,13 +658,14 @@ def evaluate(
     spec: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
     remediations: Sequence[Mapping[str, Any]],
-    now: datetime,
+    now: float,
     maintenance: Iterable[str] = (),
     status_conditions: Sequence[Any] = (),
     node_leases: Mapping[str, nodelease.NodeLease] | None = None,
     holder: str = "",
 ) -> Evaluation:
-    """One evaluation pass of a NodeHealthCheck ``spec``; see the module docstring for the rules.
+    """One evaluation pass of a NodeHealthCheck ``spec`` at ``now`` (seconds since the epoch); see the module
+    docstring for the rules.
     ``status_conditions``: the NodeHealthCheck's ``status.conditions`` as read (the storm state, see storm_step).
     ``node_leases``: the node Leases by node (see core/remediation/nodelease.py), taken, kept and given up as
     ``holder``;    None leaves node Leases out of the evaluation.
@@ -740,7 +725,7 @@ def _read_inputs(
     spec: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
     remediations: Sequence[Mapping[str, Any]],
-    now: datetime,
+    now: float,
     maintenance: Iterable[str],
     status_conditions: Sequence[Any],
     node_leases: Mapping[str, nodelease.NodeLease] | None,
@@ -749,7 +734,10 @@ def _read_inputs(
     """Check every input (HealthSpecError naming the field) and index it."""
     if not isinstance(spec, Mapping):
         raise HealthSpecError("spec: must be a mapping (the spec of a NodeHealthCheck).")
-    moment = parse_time(now, "now")
+    try:
+        moment = rfc3339.check_time(now, "now")
+    except rfc3339.TimeError as err:
+        raise HealthSpecError(str(err)) from err
     selector = spec.get("selector")
     try:
         validate(selector, "spec.selector")
@@ -911,7 +899,7 @@ def _decide_unhealthy(
             decide(
                 Code.SKIPPED_LEASE,
                 f"unhealthy ({shown}); its node Lease {nodelease.name_for(name)} is held by {lease.holder}"
-                + (f" until {format_time(until)}" if until is not None else ""),
+                + (f" until {rfc3339.format_time(until)}" if until is not None else ""),
             )
             return
         duration = nodelease.lease_seconds(step.timeout_seconds)
@@ -937,7 +925,7 @@ def _round_up(seconds: float) -> float:
 
 
 def _match(
-    node: Mapping[str, Any], conditions: list[_Condition], now: datetime
+    node: Mapping[str, Any], conditions: list[_Condition], now: float
 ) -> tuple[tuple[str, ...], float | None, float | None]:
     """(conditions that match now, seconds until the soonest one that will match, seconds the longest-held matching
     one has held: None when none matches or one has no transition time) for ``node``."""
@@ -956,7 +944,7 @@ def _match(
                 forever = True
                 continue
             start = parse_time(since, f"node {_name(node)}: condition {wanted.type} lastTransitionTime")
-            held = (now - start).total_seconds()
+            held = now - start
             if held > wanted.seconds:
                 matched.append(f"{wanted.type}={wanted.status}")
                 held_longest = held if held_longest is None else max(held_longest, held)
@@ -977,7 +965,7 @@ def _template_of(rem: Mapping[str, Any], templates: list[Template]) -> Template 
     return None
 
 
-def _timed_out(rem: Mapping[str, Any], template: Template, now: datetime) -> bool:
+def _timed_out(rem: Mapping[str, Any], template: Template, now: float) -> bool:
     annotations = _meta(rem).get("annotations") or {}
     if TIMED_OUT_ANNOTATION in annotations:
         return True
@@ -987,7 +975,7 @@ def _timed_out(rem: Mapping[str, Any], template: Template, now: datetime) -> boo
     if template.timeout_seconds is None or created is None:
         return False
     started = parse_time(created, f"remediation {_name(rem)}: metadata.creationTimestamp")
-    return now > started + timedelta(seconds=template.timeout_seconds)
+    return now > started + template.timeout_seconds
 
 
 def _keep_lease(
@@ -996,7 +984,7 @@ def _keep_lease(
     templates: list[Template],
     lease: nodelease.NodeLease | None,
     holder: str,
-    now: datetime,
+    now: float,
     work: _Pass,
 ) -> str:
     """The node Lease of a remediation in progress, if this NodeHealthCheck holds it: renewed before it runs out,
@@ -1014,7 +1002,7 @@ def _keep_lease(
         annotations = _meta(current).get("annotations") or {}
         if TIMED_OUT_ANNOTATION not in annotations and _status_conditions.status_of(current, "Succeeded") != "True":
             work.to_mark_timed_out.append(_ref(current))
-        return f"; overdue since {format_time(overdue)}: timed out, its node Lease given up"
+        return f"; overdue since {rfc3339.format_time(overdue)}: timed out, its node Lease given up"
     if nodelease.needs_renewal(lease, length, now):
         work.lease_writes.append(
             nodelease.LeaseWrite(node, "renew", holder, nodelease.lease_seconds(template.timeout_seconds), lease)
@@ -1023,14 +1011,14 @@ def _keep_lease(
     else:
         end = lease.expires()
         if end is not None:
-            work.again_in((end - timedelta(seconds=length) - now).total_seconds() + REQUEUE_SLACK_SECONDS)
+            work.again_in(end - length - now + REQUEUE_SLACK_SECONDS)
     if overdue is not None:
-        work.again_in((overdue - now).total_seconds() + REQUEUE_SLACK_SECONDS)
+        work.again_in(overdue - now + REQUEUE_SLACK_SECONDS)
     return ""
 
 
 def _next_step(
-    rems: list[Mapping[str, Any]], templates: list[Template], now: datetime, work: _Pass
+    rems: list[Mapping[str, Any]], templates: list[Template], now: float, work: _Pass
 ) -> tuple[Template | None, Mapping[str, Any] | None, list[RemediationRef]]:
     """(template to create an object from, remediation in progress, objects to mark timed out).
 
@@ -1049,7 +1037,7 @@ def _next_step(
         if not _timed_out(current, template, now):
             if template.timeout_seconds is not None and _meta(current).get("creationTimestamp"):
                 started = parse_time(_meta(current)["creationTimestamp"], "metadata.creationTimestamp")
-                left = (started + timedelta(seconds=template.timeout_seconds) - now).total_seconds()
+                left = started + template.timeout_seconds - now
                 work.again_in(left + REQUEUE_SLACK_SECONDS)
             return None, current, timed_out
         annotations = _meta(current).get("annotations") or {}
@@ -1062,7 +1050,7 @@ def _recovering(
     node: Mapping[str, Any],
     rems: list[Mapping[str, Any]],
     delay: float,
-    now: datetime,
+    now: float,
     paused: bool,
     work: _Pass,
 ) -> NodeDecision:
@@ -1103,7 +1091,7 @@ def _recovering(
             return NodeDecision(
                 name, Code.HEALTHY_DELAYED, f"healthy again; waiting healthyDelay ({delay:g}s)", cp, (), rem_names
             )
-        left = (min(stamps) + timedelta(seconds=delay) - now).total_seconds()
+        left = min(stamps) + delay - now
         if left > 0:
             work.again_in(left + REQUEUE_SLACK_SECONDS)
             return NodeDecision(

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The per-node Lease the medik8s operators share, as a NodeHealthCheck takes, keeps and gives it up.
 
-Pure, standard library only (time is a parameter). One ``coordination.k8s.io`` Lease per node, named
-``node-<node>`` in the namespace ``medik8s-leases``: whoever holds it may act on the node. A
+Pure, standard library only (time is a parameter, seconds since the epoch). One ``coordination.k8s.io`` Lease
+per node, named ``node-<node>`` in the namespace ``medik8s-leases``: whoever holds it may act on the node. A
 NodeHealthCheck holds it as ``NodeHealthCheck-<name>`` while it remediates the node; a node maintenance
 holds it as ``node-maintenance``. Rules:
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from ..node import rfc3339
@@ -58,8 +57,8 @@ class NodeLease:
 
     node: str
     holder: str = ""
-    acquired: datetime | None = None
-    renewed: datetime | None = None
+    acquired: float | None = None  # seconds since the epoch
+    renewed: float | None = None
     duration: float | None = None
     transitions: int = 0
     uid: str = ""
@@ -67,12 +66,12 @@ class NodeLease:
     #: the Lease's metadata as read: a replace keeps its owner references, labels and annotations
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
-    def expires(self) -> datetime | None:
+    def expires(self) -> float | None:
         if self.renewed is None or self.duration is None:
             return None
-        return self.renewed + timedelta(seconds=self.duration)
+        return self.renewed + self.duration
 
-    def held_by_other(self, holder: str, now: datetime) -> bool:
+    def held_by_other(self, holder: str, now: float) -> bool:
         """Held, now, by someone other than ``holder``: until ``renewTime + leaseDurationSeconds``. A renewal time
         ahead of ``now`` (the holder's clock runs ahead of this host's) still holds: a pass run from elsewhere
         than the cluster must not take a node someone else just took."""
@@ -88,12 +87,12 @@ def read(obj: Mapping[str, Any]) -> NodeLease:
     if not name.startswith("node-"):
         raise NodeLeaseError(f"Lease {name!r}: not a node Lease (the name is node-<node>).")
 
-    def stamp(key: str) -> datetime | None:
+    def stamp(key: str) -> float | None:
         value = spec.get(key)
         if value in (None, ""):
             return None
         try:
-            return rfc3339.parse_field(value, f"Lease {name}: spec.{key}")
+            return rfc3339.parse_time(value, f"Lease {name}: spec.{key}")
         except rfc3339.TimeError as err:
             raise NodeLeaseError(str(err)) from err
 
@@ -106,14 +105,10 @@ def read(obj: Mapping[str, Any]) -> NodeLease:
             f"{MAX_DURATION_SECONDS}."
         )
     renewed = stamp("renewTime")
-    if renewed is not None and duration is not None:
-        try:
-            renewed + timedelta(seconds=duration)
-        except OverflowError:
-            raise NodeLeaseError(
-                f"Lease {name}: spec.renewTime: {spec.get('renewTime')!r} plus leaseDurationSeconds is past the year "
-                "9999."
-            ) from None
+    if renewed is not None and duration is not None and rfc3339.past_year_9999(spec.get("renewTime"), duration):
+        raise NodeLeaseError(
+            f"Lease {name}: spec.renewTime: {spec.get('renewTime')!r} plus leaseDurationSeconds is past the year 9999."
+        )
     transitions = spec.get("leaseTransitions") or 0
     return NodeLease(
         node=name[len("node-") :],
@@ -154,7 +149,7 @@ def lease_seconds(timeout: float | None) -> float:
     return (DEFAULT_REMEDIATION_SECONDS if timeout is None else timeout) + BUFFER_SECONDS
 
 
-def spec_after(write: LeaseWrite, now: datetime) -> dict[str, Any]:
+def spec_after(write: LeaseWrite, now: float) -> dict[str, Any]:
     """The Lease's spec after a ``take`` or ``renew``: the acquire time stays while the holder keeps it (and
     had one), a takeover counts a transition."""
     current = write.current
@@ -164,28 +159,22 @@ def spec_after(write: LeaseWrite, now: datetime) -> dict[str, Any]:
     return {
         "holderIdentity": write.holder,
         "leaseDurationSeconds": int(write.duration),
-        "acquireTime": micro_time(acquired),
-        "renewTime": micro_time(now),
+        "acquireTime": rfc3339.micro_time(acquired),
+        "renewTime": rfc3339.micro_time(now),
         "leaseTransitions": transitions,
     }
 
 
-def micro_time(moment: datetime) -> str:
-    """A MicroTime as Kubernetes writes it: RFC 3339 in UTC with six fraction digits."""
-    utc = moment.astimezone(rfc3339.UTC)
-    return f"{rfc3339.format_time(utc)[:-1]}.{utc.microsecond:06d}Z"
-
-
-def needs_renewal(lease: NodeLease, length: float, now: datetime) -> bool:
+def needs_renewal(lease: NodeLease, length: float, now: float) -> bool:
     """Whether a Lease kept for a remediation step of ``length`` seconds is extended now: it would run out
     within that time."""
     end = lease.expires()
-    return end is None or end < now + timedelta(seconds=length)
+    return end is None or end < now + length
 
 
-def overdue_at(lease: NodeLease, current: float, previous: float) -> datetime | None:
+def overdue_at(lease: NodeLease, current: float, previous: float) -> float | None:
     """When a remediation under ``lease`` is overdue: ``acquireTime`` plus (MAX_EXTENSIONS + 1) times the
     current step's length, plus the lengths of the escalation steps before it. None without an acquire time."""
     if lease.acquired is None:
         return None
-    return lease.acquired + timedelta(seconds=(MAX_EXTENSIONS + 1) * current + previous)
+    return lease.acquired + (MAX_EXTENSIONS + 1) * current + previous

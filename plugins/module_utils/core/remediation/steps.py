@@ -4,9 +4,9 @@
 SelfNodeRemediation object, given what the caller read (the phases of medik8s Self Node Remediation's
 manager).
 
-Pure, standard library only; time is the ``now`` parameter. The caller applies the step's writes,
-reads again and asks for the next step, until a step writes nothing (then ``wait_until`` says when
-to look again).
+Pure, standard library only; time is the ``now`` parameter, seconds since the epoch. The caller applies the
+step's writes, reads again and asks for the next step, until a step writes nothing (then ``wait_until`` says
+when to look again).
 
 Phases: unset (Fencing-Started) -> Pre-Reboot-Completed (finalizer and the
 ``remediation.medik8s.io/self-node-remediation:NoSchedule`` taint added, ``timeAssumedRebooted`` =
@@ -33,15 +33,16 @@ the pod of that name is still that one: a pod re-created under the same name els
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from ..node.conditions import set_condition
 from ..node.nodes import node_ready
+from ..node.rfc3339 import format_time
 from ..node.safetime import watchdog_text_unusable
-from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, format_time, parse_time
+from .health import EXCLUDE_LABEL, TIMED_OUT_ANNOTATION, parse_time
 from .strategy import OUT_OF_SERVICE_TAINT, RESOURCE_DELETION
 
 FINALIZER = "self-node-remediation.medik8s.io/snr-finalizer"
@@ -91,7 +92,7 @@ def no_schedule_taint() -> dict[str, Any]:
     return {"key": NO_SCHEDULE_TAINT_KEY, "effect": "NoSchedule"}
 
 
-def out_of_service_taint(now: datetime) -> dict[str, Any]:
+def out_of_service_taint(now: float) -> dict[str, Any]:
     return {
         "key": OUT_OF_SERVICE_TAINT_KEY,
         "value": OUT_OF_SERVICE_VALUE,
@@ -116,7 +117,7 @@ class Step:
     remove_finalizer: bool = False
     status: dict[str, Any] | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
-    wait_until: datetime | None = None
+    wait_until: float | None = None  # seconds since the epoch
 
     @property
     def writes(self) -> bool:
@@ -142,7 +143,7 @@ class Step:
             "remove_finalizer": self.remove_finalizer,
             "status_update": self.status is not None,
             "events": [{"type": t, "reason": r, "message": m} for t, r, m in self.events],
-            "wait_until": format_time(self.wait_until) if self.wait_until else None,
+            "wait_until": format_time(self.wait_until) if self.wait_until is not None else None,
         }
 
 
@@ -194,7 +195,7 @@ def phase_of(snr: Mapping[str, Any]) -> str:
 
 
 def _with_conditions(
-    old: Mapping[str, Any], now: datetime, updates: Mapping[str, tuple[str, str, str]], **fields: Any
+    old: Mapping[str, Any], now: float, updates: Mapping[str, tuple[str, str, str]], **fields: Any
 ) -> dict[str, Any] | None:
     """``old`` status with ``fields`` and the conditions ``type -> (status, reason, message)`` set;
     None when nothing differs. A condition's lastTransitionTime changes only with its status."""
@@ -207,13 +208,10 @@ def _with_conditions(
     return None if status == dict(old) else status
 
 
-def assumed_rebooted(now: datetime, safe_seconds: float) -> datetime:
-    """``now + safe_seconds`` rounded up to a whole second (the status keeps whole seconds, and
-    truncating would shorten the safe time)."""
-    moment = now + timedelta(seconds=safe_seconds)
-    if moment.microsecond:
-        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
-    return moment
+def assumed_rebooted(now: float, safe_seconds: float) -> float:
+    """``now + safe_seconds`` to the microsecond, rounded up to a whole second (the status keeps whole seconds,
+    and truncating would shorten the safe time)."""
+    return float(math.ceil(round(now + safe_seconds, 6)))
 
 
 @dataclass(frozen=True)
@@ -222,7 +220,7 @@ class _Case:
 
     snr: Mapping[str, Any]
     node: Mapping[str, Any] | None
-    now: datetime
+    now: float
     safe_seconds: float
     strategy: str
     pods: Sequence[Mapping[str, Any]]
@@ -272,7 +270,7 @@ _PROCESSING = {
 def plan_step(
     snr: Mapping[str, Any],
     node: Mapping[str, Any] | None,
-    now: datetime,
+    now: float,
     safe_seconds: float,
     strategy: str,
     under_maintenance: bool = False,
@@ -373,7 +371,7 @@ def _held(case: _Case, under_maintenance: bool, config_found: bool) -> Step | No
         )
         event = ("Warning", "RemediationCannotStart", message)
         step = case.stopped(Code.NOT_REBOOT_CAPABLE, NOT_REBOOT_CAPABLE, message, event, "Unknown")
-        step.wait_until = case.now + timedelta(seconds=POLL_SECONDS)
+        step.wait_until = case.now + POLL_SECONDS
         return step
     return None
 
@@ -395,7 +393,7 @@ def _fencing_started(case: _Case) -> Step:
     return step
 
 
-def _pre_reboot_completed(case: _Case, assumed: datetime) -> Step:
+def _pre_reboot_completed(case: _Case, assumed: float) -> Step:
     """Keep the taint and wait for the safe time; then the node can be assumed rebooted."""
     step = Step(Code.FENCING, f"fencing node {case.node_name}")
     if NO_SCHEDULE_TAINT_KEY not in case.taints:
@@ -403,7 +401,7 @@ def _pre_reboot_completed(case: _Case, assumed: datetime) -> Step:
     step.add_finalizer = not case.has_finalizer and not case.deleting
     if case.now < assumed:
         step.code = Code.WAITING_SAFE_TIME
-        step.reason = f"waiting until {format_time(assumed)} ({(assumed - case.now).total_seconds():.0f}s left)"
+        step.reason = f"waiting until {format_time(assumed)} ({assumed - case.now:.0f}s left)"
         step.status = case.status(_PROCESSING)
         step.wait_until = assumed
         return step
@@ -413,7 +411,7 @@ def _pre_reboot_completed(case: _Case, assumed: datetime) -> Step:
     return step
 
 
-def _reboot_completed(case: _Case, assumed: datetime) -> Step:
+def _reboot_completed(case: _Case, assumed: float) -> Step:
     """Recover the workloads with the strategy; completed when no pod or VolumeAttachment is left."""
     now, node_name, taints = case.now, case.node_name, case.taints
     if now < assumed:  # clock skew between passes: wait again, do nothing
@@ -444,14 +442,14 @@ def _reboot_completed(case: _Case, assumed: datetime) -> Step:
             f"OutOfServiceTaint: {len(live)} pod(s) ({len(terminating)} terminating), "
             f"{len(attachments)} VolumeAttachment(s) left"
         )
-        expired = now >= assumed + timedelta(seconds=OUT_OF_SERVICE_EXPIRY_SECONDS)
+        expired = now >= assumed + OUT_OF_SERVICE_EXPIRY_SECONDS
         if case.deleting and expired and live:
             return case.cleanup(Code.CLEANING_UP, "deleted and past the out-of-service expiry", expired=True)
     else:
         raise ValueError(f"strategy {case.strategy!r}: expected {RESOURCE_DELETION} or {OUT_OF_SERVICE_TAINT}")
     if live or attachments:
         if not step.writes:
-            step.wait_until = now + timedelta(seconds=POLL_SECONDS)
+            step.wait_until = now + POLL_SECONDS
         return step
     step.code = Code.COMPLETED
     step.reason = f"the workloads of node {node_name} are free to run elsewhere"
