@@ -9,10 +9,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import notify as core
 from ansible_collections.nodeops.maintenance.plugins.modules import notify
 from support.http_receiver import DROP, Receiver
+
+# ansible-core 2.19's helper; `make compat` (ansible-core 2.16) skips this file
+patch_module_args = pytest.importorskip(
+    "ansible.module_utils.testing", reason="ansible.module_utils.testing is new in ansible-core 2.19"
+).patch_module_args
 
 TOKEN = "Bearer s3cret-t0ken-value"
 EVENT = {"event": "wave_start", "run_id": "CHG-7", "wave": 1, "nodes": ["gpu-1"], "counts": {"pending": 2}}
