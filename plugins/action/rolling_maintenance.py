@@ -1,46 +1,34 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The action of nodeops.maintenance.rolling_maintenance: runs the module, and while a step hands its wait back
-(``progress_after``: ``waiting`` and ``resume`` in its result), prints what it waits for and runs it again with
-``resume``, so that one task waits to the end with a line at least every ``progress_after`` seconds."""
+(``progress_after``), prints what it waits for and runs the step that goes on with it, with ``resume``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-from ansible.utils.display import Display
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress import ProgressAction
 
-display = Display()
-
-MODULE = "nodeops.maintenance.rolling_maintenance"
-# A wait can be handed back at most this many times in one task (a guard against a module that never ends one:
-# the longest wait, an hour of gate, an hour of wave and ten minutes of Ready at one line a second, fits).
-MAX_CALLS = 10_000
+# The step that goes on with each kind of wait (the engine's STEP_OF_WAIT, which a unit test holds this to; the
+# engine is not imported here, as it would cost every task of this action its import).
+STEP_OF_WAIT = {"gate": "next_wave", "wave": "next_wave", "ready": "finish", "interrupted": "start"}
+# What a start did before it handed its wait back: the call that goes on only releases.
+START_KEYS = ("requested", "added", "interrupted", "requeued", "finished", "overrides")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(ProgressAction):
+    MODULE = "nodeops.maintenance.rolling_maintenance"
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        super().run(tmp, task_vars)
-        args = dict(self._task.args)
-        result = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
-        finished = result.get("finished")
-        changed = bool(result.get("changed"))
-        calls = 1
-        while "resume" in result and not result.get("failed") and calls < MAX_CALLS:
-            waiting = result.get("waiting") or {}
-            display.display(f"{self._task.get_name()}: {waiting.get('message', 'waiting')}")
-            resume = result["resume"]
-            again = {**args, "resume": resume}
-            if resume.get("phase") != "ready":  # a wave or gate wait: the next_wave step (also after a finish)
-                again["step"] = "next_wave"
-            result = self._execute_module(module_name=MODULE, module_args=again, task_vars=task_vars)
-            calls += 1
-            changed = changed or bool(result.get("changed"))
-            finished = result.get("finished", finished)
-        if finished is not None and "finished" not in result and not result.get("failed"):
-            result["finished"] = finished  # the wave's outcome, from the finish whose next_wave handed a wait back
-        result["changed"] = changed
-        return result
+    def again(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        resume = result["resume"]
+        return {**args, "resume": resume, "step": STEP_OF_WAIT.get(resume.get("phase"), args.get("step"))}
+
+    def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        combined = dict(result)
+        if "finished" in so_far and "finished" not in result and not result.get("failed"):
+            combined["finished"] = so_far["finished"]  # the wave's outcome, from the finish before the next_wave
+        if so_far.get("resume", {}).get("phase") == "interrupted" and not result.get("failed"):
+            for key in START_KEYS:
+                if key in so_far:
+                    combined[key] = so_far[key]
+        return combined

@@ -37,7 +37,7 @@ description:
     within O(lease_wait) seconds changes nothing and returns RV(busy=true).
   - A pass never blocks for long. A drain runs at most O(step_timeout) seconds in one pass and continues in the
     next; with O(until_settled=true) the module runs passes until nothing is left to move or O(settle_timeout)
-    passes.
+    passes, and with O(progress_after) it says what it waits for while it does.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
   - nodeops.maintenance.reconcile_options
@@ -84,6 +84,31 @@ options:
     description: Seconds for O(until_settled). The task does not fail when it runs out; RV(settled) says so.
     type: float
     default: 300
+  progress_after:
+    description:
+      - With O(until_settled=true), print what the passes still wait for (the requests that are not settled, with
+        their phases) at least every this many seconds. The task still runs its passes to the end, and
+        O(settle_timeout) counts from the first pass.
+      - The module hands its passes back to the task's action every this many seconds, which prints the line and
+        runs it again with O(resume). V(0) runs every pass in one call, without a line.
+    type: float
+    default: 0
+  resume:
+    description:
+      - Set by the task's action itself to go on with the passes that the module handed back (see
+        O(progress_after)). There is no need to set it in a task.
+    type: dict
+    suboptions:
+      since:
+        description: When the first pass began, in seconds since the epoch.
+        type: float
+        required: true
+      errors:
+        description: The errors of the last pass before the hand-back; a later pass that gets past them reports
+          them in RV(recovered).
+        type: list
+        elements: dict
+        default: []
   workers:
     description: Requests moved in parallel within a pass.
     type: int
@@ -103,10 +128,11 @@ EXAMPLES = r"""
 - name: One reconcile pass (for example from an AWX schedule)
   nodeops.maintenance.maintenance_reconcile:
 
-- name: Reconcile until every request is Ready or waits for the limits, at most 30 minutes
+- name: Reconcile until every request is Ready or waits for the limits, at most 30 minutes, with a line a minute
   nodeops.maintenance.maintenance_reconcile:
     until_settled: true
     settle_timeout: 1800
+    progress_after: 60
   register: reconcile
 
 - name: What would the next pass do?
@@ -205,10 +231,14 @@ passes:
   sample: 3
 """
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    HANDED_BACK,
+    SETTLED,
     PassReport,
     ReconcileOptions,
     Reconciler,
@@ -216,6 +246,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_options import reconcile_options
+
+NAMES_SHOWN = 5  # requests a progress line names
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "namespace": {"type": "str"},
@@ -225,25 +257,55 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "lease_duration": {"type": "int", "default": 60},
     "until_settled": {"type": "bool", "default": False},
     "settle_timeout": {"type": "float", "default": 300},
+    "progress_after": {"type": "float", "default": 0},
+    "resume": {
+        "type": "dict",
+        "options": {
+            "since": {"type": "float", "required": True},
+            "errors": {"type": "list", "elements": "dict", "default": []},
+        },
+    },
     **reconcile_options(),
     "workers": {"type": "int", "default": 4},
 }
 
 
-def merge(reports: list[PassReport]) -> dict[str, Any]:
+def merge(reports: list[PassReport], earlier_errors: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """One result from several passes: what happened in any pass, the state after the last. The errors are
     the last pass's (each pass starts again from the objects, so an earlier error that a later pass got
-    past is history: it is in ``recovered``)."""
+    past is history: it is in ``recovered``, with ``earlier_errors``, those of a pass before these)."""
     last = reports[-1]
     out = last.as_dict()
     for name in ("scheduled", "advanced", "released", "left_cordoned", "collected", "events"):
         out[name] = [item for r in reports for item in getattr(r, name)]
-    out["recovered"] = [item for r in reports[:-1] for item in r.errors]
+    out["recovered"] = [*earlier_errors, *(item for r in reports[:-1] for item in r.errors)]
     out["passes"] = len(reports)
     return out
 
 
+def progress(report: PassReport, since: float, now: float, timeout: float, passes: int) -> dict[str, Any]:
+    """What passes that go on wait for, for the line the task's action prints."""
+    moving = report.moving
+    shown = ", ".join(moving[:NAMES_SHOWN]) + (", ..." if len(moving) > NAMES_SHOWN else "")
+    if report.busy:
+        what = f"another pass holds the Lease ({report.holder or 'unknown holder'})"
+    elif report.errors:
+        what = f"the last pass failed ({report.errors[0]['error']}); trying again"
+    else:
+        what = f"{len(moving)} request(s) not settled yet: {shown}"
+    waited = max(0.0, now - since)
+    return {
+        "since": since,
+        "waited": round(waited, 1),
+        "timeout": timeout,
+        "moving": moving,
+        "message": f"{passes} pass(es) so far; {what} (waiting {waited:.0f}s of at most {timeout:g}s)",
+    }
+
+
 def options_from(params: dict[str, Any]) -> ReconcileOptions:
+    if params["progress_after"] < 0:
+        raise ValueError(f"progress_after must be 0 (no line) or more (got {params['progress_after']:g}).")
     if params["workers"] < 1:
         raise ValueError("workers must be at least 1.")
     if params["step_timeout"] <= 0:
@@ -270,23 +332,34 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     module.set_pool_size(options.pool_size())
+    now = time.time()
     try:
         reconciler = Reconciler(module.client, options)
+        outcome, since = SETTLED, now
         if module.check_mode:
             reports = [reconciler.run_pass(check_mode=True)]
         elif p["until_settled"]:
-            reports, _settled = reconcile_until_settled(reconciler, p["settle_timeout"])
+            resume = p["resume"] or {}
+            since = min(resume.get("since", now), now)  # a time from the future is taken as now
+            remaining = max(0.0, p["settle_timeout"] - (now - since))
+            reports, outcome = reconcile_until_settled(reconciler, remaining, hand_back_after=p["progress_after"])
         else:
             reports = [reconciler.run_pass()]
     except NodeopsError as exc:
         module.fail_error(exc)
-    result = merge(reports)
+    earlier = (p["resume"] or {}).get("errors") or [] if p["until_settled"] else []
+    result = merge(reports, earlier)
     for report in reports:
         for warning in report.warnings:
             module.warn(warning)
     for error in result["recovered"]:
         module.warn(f"An earlier pass failed and a later one went on: {error['name'] or 'the pass'}: {error['error']}")
     changed = any(r.changed for r in reports)
+    if outcome == HANDED_BACK:  # the passes go on in the next call: this one neither fails nor ends the task
+        last = reports[-1]
+        result["progress"] = progress(last, since, time.time(), p["settle_timeout"], len(reports))
+        result["resume"] = {"since": since, "errors": last.errors}
+        module.exit_json(changed=changed, **result)
     if result["errors"]:
         module.fail_json(
             msg="Some NodeMaintenance requests could not be moved: "

@@ -257,10 +257,11 @@ options:
     default: 30
   progress_after:
     description:
-      - While O(step=next_wave) waits (a gate that blocks, no request Ready yet) or O(step=finish) waits (maintained
-        nodes not Ready in Kubernetes yet), print what it waits for at least every this many seconds. The task still
-        waits to the end, and the step's timeout (O(gate_timeout), O(wave_timeout), O(node_ready_timeout)) counts
-        from the start of the wait.
+      - While O(step=next_wave) waits (a gate that blocks, no request Ready yet), O(step=finish) waits (maintained
+        nodes not Ready in Kubernetes yet) or O(step=start) waits (nodes interrupted during their maintenance not
+        Ready yet), print what it waits for at least every this many seconds. The task still waits to the end, and
+        the step's timeout (O(gate_timeout), O(wave_timeout), O(node_ready_timeout)) counts from the start of the
+        wait.
       - The module hands the wait back to the task's action every this many seconds, which prints the line and runs
         it again with O(resume). V(0) waits in one call, without a line.
     type: float
@@ -271,12 +272,15 @@ options:
         naming when that wait began and of what kind. There is no need to set it in a task.
       - O(step=finish) with O(resume) takes the wave's outcome from the record, not from O(succeeded) and O(failed),
         and only for the wave named in O(resume.wave).
+      - O(step=start) with O(resume) only waits for and releases the interrupted nodes; the call that handed the wait
+        back did the rest of the start.
     type: dict
     suboptions:
       phase:
-        description: The wait, V(gate) or V(wave) (O(step=next_wave)) or V(ready) (O(step=finish)).
+        description: The wait, V(gate) or V(wave) (O(step=next_wave)), V(ready) (O(step=finish)) or V(interrupted)
+          (O(step=start)).
         type: str
-        choices: [gate, wave, ready]
+        choices: [gate, wave, ready, interrupted]
         required: true
       since:
         description: When the wait began, in seconds since the epoch.
@@ -547,8 +551,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     nm_spec,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
+    STEP_OF_WAIT,
     WAIT_PHASES,
-    WAIT_READY,
     GateOptions,
     Rolling,
     RunOptions,
@@ -826,13 +830,16 @@ def main() -> None:
                 result["overrides"] = overrides
             module.exit_json(**result)
         resume = p["resume"]
-        if resume is not None and (step, resume["phase"] == WAIT_READY) not in (("next_wave", False), ("finish", True)):
+        if resume is not None and STEP_OF_WAIT[resume["phase"]] != step:
             module.fail_json(
-                msg=f"resume with phase {resume['phase']!r} goes with step="
-                f"{'finish' if resume['phase'] == WAIT_READY else 'next_wave'}, not step={step}."
+                msg=f"resume with phase {resume['phase']!r} goes with step={STEP_OF_WAIT[resume['phase']]}, "
+                f"not step={step}."
             )
         if step == "start":
-            result = {**rolling.start(targets(module), p["interrupted"], p["retry_failed"]), "overrides": overrides}
+            result = {
+                **rolling.start(targets(module), p["interrupted"], p["retry_failed"], resume),
+                "overrides": overrides,
+            }
         elif step == "next_wave":
             result = rolling.next_wave(resume)
         elif step == "finish":

@@ -373,6 +373,74 @@ def test_reconcile_playbook_prepares_a_request(engine: Engine, fleet: tuple[str,
 
 
 @BUILTIN_ONLY
+def test_reconcile_until_settled_says_what_it_waits_for_and_goes_on_to_the_end(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """A request that waits for a pod to complete keeps the passes from settling: the reconcile playbook prints the
+    requests not settled yet at least every reconcile_progress_interval seconds, the same task goes on, and the
+    request gets to Ready once the pod is gone."""
+    cluster, api, namespace = engine.cluster, engine.api, engine.namespace
+    _selector, names = fleet
+    core = k8s.CoreV1Api(api)
+    pod = {
+        "metadata": {"name": "trainer", "labels": {"app": "training"}},
+        "spec": {
+            "nodeName": names[0],
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": IMAGE}],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+    kwok.wait_until(
+        lambda: core.read_namespaced_pod("trainer", namespace).status.phase == "Running" or None, 60, "pod Running"
+    )
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "NodeMaintenance",
+        "metadata": {"name": "waits"},
+        "spec": {
+            "requestorID": "someone.example.com",
+            "nodeName": names[0],
+            "waitForPodCompletion": {"podSelector": "app=training"},
+            "drainSpec": {"force": True},
+        },
+    }
+    objs = k8s.CustomObjectsApi(api)
+    objs.create_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, body)
+    variables = {
+        "reconcile_namespace": namespace,
+        "reconcile_config_namespace": namespace,
+        "reconcile_until_settled": True,
+        "reconcile_settle_timeout": 600,
+        "reconcile_progress_interval": 1,
+        "reconcile_kubeconfig": str(cluster.kubeconfig),
+    }
+    output = tmp_path / "playbook.out"
+    progress = f"request(s) not settled yet: {namespace}/waits (WaitForPodCompletion)"
+    cmd = [str(BIN / "ansible-playbook"), "nodeops.maintenance.reconcile", "-e", json.dumps(variables)]
+    with output.open("w") as out_file:
+        proc = subprocess.Popen(cmd, stdout=out_file, stderr=subprocess.STDOUT, env=env())
+        try:
+            kwok.wait_until(lambda: output.read_text().count(progress) >= 2 or None, 180, "two progress lines")
+            core.delete_namespaced_pod("trainer", namespace, grace_period_seconds=0)
+            assert proc.wait(timeout=300) == 0, output.read_text()[-5000:]
+        finally:
+            if proc.poll() is None:
+                kill_tree(proc.pid)
+                proc.wait()
+    out = output.read_text()
+    lines = [line for line in out.splitlines() if progress in line]
+    assert all("of at most 600s)" in line for line in lines)
+    # one settle timeout across the calls: the time waited grows from line to line
+    waited = [int(line.split("(waiting ")[1].split("s")[0]) for line in lines]
+    assert waited == sorted(waited) and waited[-1] > waited[0]
+    assert "'settled': True" in out or '"settled": true' in out, out[-3000:]
+    obj = objs.get_namespaced_custom_object(GROUP, VERSION, namespace, NM_PLURAL, "waits")
+    assert lc.NodeMaintenanceView.from_dict(obj).phase == lc.PHASE_READY
+
+
+@BUILTIN_ONLY
 def test_the_bundled_simulated_reboot_by_its_relative_path(engine: Engine, fleet: tuple[str, list[str]]) -> None:
     """``rolling_maintenance_tasks: maintenance/simulated_reboot.yml`` as the README and the demo give it: relative
     to the collection's playbooks folder, also from the wave plays in playbooks/rolling/."""

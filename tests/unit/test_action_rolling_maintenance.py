@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from ansible.plugins.action import ActionBase
 from ansible_collections.nodeops.maintenance.plugins.action import rolling_maintenance as action
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines import rolling as engine
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progress
 
 
 class Task:
@@ -37,12 +39,12 @@ def run(
 
     monkeypatch.setattr(plugin, "_execute_module", execute_module, raising=False)
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(action.display, "display", lambda msg, *a, **kw: lines.append(msg))
+    monkeypatch.setattr(progress.display, "display", lambda msg, *a, **kw: lines.append(msg))
     return plugin.run(task_vars={}), calls, lines
 
 
 def waiting(phase: str, message: str, **extra: Any) -> dict[str, Any]:
-    resume = {"phase": phase, "since": 100.0, **({"wave": 3} if phase == "ready" else {})}
+    resume: dict[str, Any] = {"phase": phase, "since": 100.0, **({"wave": 3} if phase == "ready" else {})}
     return {"changed": False, "waiting": {"phase": phase, "message": message}, "resume": resume, **extra}
 
 
@@ -80,3 +82,62 @@ def test_a_failure_while_going_on_ends_the_task_with_it(monkeypatch: pytest.Monk
     result, calls, lines = run(monkeypatch, {"step": "next_wave"}, answers)
     assert len(calls) == 2 and len(lines) == 1
     assert result["failed"] is True and result["msg"] == "API down" and "finished" not in result
+
+
+def test_the_action_knows_which_step_goes_on_with_each_wait() -> None:
+    # the action keeps its own copy so that it does not import the engine in every task
+    assert action.STEP_OF_WAIT == engine.STEP_OF_WAIT
+    assert set(action.STEP_OF_WAIT) == set(engine.WAIT_PHASES)
+
+
+def test_a_start_that_waits_for_interrupted_nodes_keeps_what_its_first_call_did(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    planned = {
+        "requested": [{"node": "n2", "action": "created"}],
+        "added": ["n2"],
+        "interrupted": ["n0", "n1"],
+        "requeued": [],
+        "finished": ["n3"],
+        "overrides": ["maxParallelOperations 5 -> 2"],
+    }
+    answers = [
+        {**waiting("interrupted", "Run r: waiting for 2 node(s) (n0, n1)"), **planned, "changed": True},
+        {
+            **waiting("interrupted", "Run r: waiting for 1 node(s) (n1)"),
+            "requested": [],
+            "added": [],
+            "interrupted": ["n1"],
+            "requeued": [],
+            "finished": [],
+            "overrides": [],
+        },
+        {
+            "changed": True,
+            "requested": [],
+            "added": [],
+            "interrupted": ["n1"],
+            "requeued": [],
+            "finished": [],
+            "overrides": [],
+            "released": ["n0", "n1"],
+            "pending": ["n2"],
+        },
+    ]
+    result, calls, lines = run(monkeypatch, {"step": "start", "run_id": "r", "progress_after": 50}, answers)
+    assert [c["step"] for c in calls] == ["start", "start", "start"]
+    assert calls[1]["resume"] == calls[2]["resume"] == {"phase": "interrupted", "since": 100.0}
+    assert len(lines) == 2 and lines[0].endswith("Run r: waiting for 2 node(s) (n0, n1)")
+    # what the start planned and requested comes from its first call, the release from its last
+    assert {k: result[k] for k in planned} == planned
+    assert result["released"] == ["n0", "n1"] and result["pending"] == ["n2"] and result["changed"] is True
+
+
+def test_the_warnings_of_every_call_reach_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = [
+        {**waiting("gate", "Run r: the gates block"), "warnings": ["a reconcile pass waited for the Lease"]},
+        {"changed": False, "wave": 2, "nodes": ["n4"], "warnings": ["another"], "deprecations": [{"msg": "d"}]},
+    ]
+    result, _calls, _lines = run(monkeypatch, {"step": "next_wave"}, answers)
+    assert result["warnings"] == ["a reconcile pass waited for the Lease", "another"]
+    assert result["deprecations"] == [{"msg": "d"}] and "resume" not in result

@@ -16,6 +16,10 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import FINALIZER
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import micro_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    HANDED_BACK,
+    SETTLED,
+    TIMED_OUT,
+    PassReport,
     ReconcileOptions,
     Reconciler,
     reconcile_until_settled,
@@ -249,13 +253,18 @@ def reconciler(api: FakeApi, **options: Any) -> Reconciler:
     return Reconciler(api, opts, clock=lambda: api.now)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def api() -> FakeApi:
+def small_cluster() -> FakeApi:
+    """Three Ready nodes and the MaintenanceOperatorConfig ``default`` with no spec."""
     fake = FakeApi()
     for name in ("n0", "n1", "n2"):
         fake.add(NODES, node(name))
     fake.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {}})
     return fake
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return small_cluster()
 
 
 def test_one_pass_takes_a_request_to_ready_within_the_limits(api: FakeApi) -> None:
@@ -515,8 +524,8 @@ def test_lease_acquire_renew_release() -> None:
 
 def test_until_settled_stops_when_settled(api: FakeApi) -> None:
     api.add(NODE_MAINTENANCES, nm("a", "n0"))
-    reports, settled = reconcile_until_settled(reconciler(api), timeout=5, interval=0.01)
-    assert settled and len(reports) == 1
+    reports, outcome = reconcile_until_settled(reconciler(api), timeout=5, interval=0.01)
+    assert outcome == SETTLED and len(reports) == 1
 
 
 # -- node_maintenance's requests (engines/requests.py) ---------------------------------------------
@@ -687,8 +696,8 @@ def test_until_settled_rides_out_an_unreachable_api_and_gives_the_lease_up_when_
         return original(res, namespace, **kw)
 
     api.list = flaky_list  # type: ignore[method-assign]
-    reports, settled = reconcile_until_settled(rec, timeout=60, interval=0.01)
-    assert settled and len(reports) == 4 and not reports[-1].errors
+    reports, outcome = reconcile_until_settled(rec, timeout=60, interval=0.01)
+    assert outcome == SETTLED and len(reports) == 4 and not reports[-1].errors
     assert [r.errors[0]["reason"] for r in reports[:3]] == ["unreachable"] * 3
     lease = api.obj(LEASES, "nodeops-maintenance-reconcile")
     assert lease is not None and lease["spec"]["holderIdentity"] is None  # given up after every pass
@@ -703,3 +712,63 @@ def test_until_settled_does_not_hide_a_permanent_error(api: FakeApi) -> None:
     api.list = forbidden  # type: ignore[method-assign]
     with pytest.raises(errors.Forbidden):
         reconcile_until_settled(reconciler(api), timeout=60, interval=0.01)
+
+
+class Passes:
+    """Reconcile passes on a fake clock: each takes ``pass_seconds`` and reports what ``settle_at`` says (the
+    pass from which on it is settled); the waits between passes move the clock too."""
+
+    def __init__(self, pass_seconds: float, settle_at: int = 10**6, changed: bool = True) -> None:
+        self.now, self.pass_seconds, self.settle_at, self.changed = 0.0, pass_seconds, settle_at, changed
+        self.passes = 0
+        self.waits: list[float] = []
+
+    def run_pass(self) -> PassReport:
+        self.now += self.pass_seconds
+        self.passes += 1
+        settled = self.passes >= self.settle_at
+        return PassReport(settled=settled, moving=[] if settled else ["ns/a (Draining)"], writes=int(self.changed))
+
+    def clock(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += seconds
+        return False
+
+
+def settle(passes: Passes, timeout: float, hand_back_after: float, interval: float = 5.0) -> tuple[int, str]:
+    reports, outcome = reconcile_until_settled(
+        passes,  # type: ignore[arg-type]
+        timeout,
+        interval=interval,
+        clock=passes.clock,
+        stop=passes,  # type: ignore[arg-type]
+        hand_back_after=hand_back_after,
+    )
+    return len(reports), outcome
+
+
+def test_until_settled_hands_its_passes_back_after_the_given_time() -> None:
+    assert settle(Passes(4.0), timeout=300, hand_back_after=10) == (3, HANDED_BACK)  # at 12 s
+    assert settle(Passes(4.0, settle_at=2), timeout=300, hand_back_after=10) == (2, SETTLED)
+    assert settle(Passes(4.0), timeout=10, hand_back_after=30) == (3, TIMED_OUT)
+    assert settle(Passes(4.0), timeout=40, hand_back_after=0) == (10, TIMED_OUT)  # 0: never handed back
+
+
+def test_until_settled_makes_one_pass_even_with_no_time_left() -> None:
+    """A call that goes on with passes handed back when the settle timeout has just run out still looks once."""
+    assert settle(Passes(4.0), timeout=0, hand_back_after=10) == (1, TIMED_OUT)
+    assert settle(Passes(4.0, settle_at=1), timeout=0, hand_back_after=10) == (1, SETTLED)
+
+
+def test_the_wait_between_passes_ends_at_the_hand_back() -> None:
+    """Passes that move nothing wait between them, but never past the time the progress is due."""
+    passes = Passes(1.0, changed=False)
+    assert settle(passes, timeout=300, hand_back_after=12, interval=5.0) == (3, HANDED_BACK)
+    assert passes.waits == [5.0, 5.0] and passes.now == 13.0
+    passes = Passes(1.0, changed=False)
+    # the wait ends at 9 s, and a last pass sees the state the line describes
+    assert settle(passes, timeout=300, hand_back_after=9, interval=5.0) == (3, HANDED_BACK)
+    assert passes.waits == [5.0, 2.0] and passes.now == 10.0

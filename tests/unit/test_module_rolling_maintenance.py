@@ -270,8 +270,12 @@ def test_check_mode_next_wave_outside_the_window_or_blocked_would_not_change(
             "goes with step=finish, not step=next_wave",
         ),
         (
+            {"step": "next_wave", "resume": {"phase": "interrupted", "since": 1.0}},
+            "goes with step=start, not step=next_wave",
+        ),
+        (
             {"step": "next_wave", "resume": {"phase": "later", "since": 1.0}},
-            "value of phase must be one of: gate, wave, ready, got: later found in resume",
+            "value of phase must be one of: gate, wave, ready, interrupted, got: later found in resume",
         ),
     ],
 )

@@ -182,3 +182,58 @@ def test_a_resume_from_the_future_is_taken_as_now(api: Api) -> None:
     api.set_phase("n0", lc.PHASE_DRAINING)
     result = rolling(api, wave_timeout=60.0, progress_after=10.0).next_wave({"phase": "wave", "since": api.now + 1e6})
     assert result["waiting"]["since"] <= api.now and result["waiting"]["waited"] >= 0
+
+
+def test_a_restart_waiting_for_interrupted_nodes_hands_the_wait_back_then_releases(api: Api) -> None:
+    first_wave(api, "n0", "n1")  # the run dies during the maintenance, with n1 still down
+    api.set_node_ready("n1", False)
+    options = {"node_ready_timeout": 60.0, "progress_after": 3.0}
+    first = rolling(api, **options).start(["n0", "n1", "n2"], "release", False)
+    waiting = first["waiting"]
+    assert waiting["phase"] == "interrupted" and waiting["nodes_not_ready"] == ["n1"]
+    assert "interrupted during their maintenance" in waiting["message"]
+    assert first["resume"] == {"phase": "interrupted", "since": waiting["since"]}
+    # the start did its work before it handed the wait back: n2 is requested, nothing is released yet
+    assert first["changed"] is True and first["added"] == ["n2"] and first["interrupted"] == ["n0", "n1"]
+    assert first["released"] == [] and first["pending"] == ["n2"]
+    assert api.request("n0") is not None and api.request("n2") is not None
+    assert {n: r["state"] for n, r in api.record().items()} == {
+        "n0": "interrupted",
+        "n1": "interrupted",
+        "n2": "pending",
+    }
+    writes = api.write_count
+    api.set_node_ready("n1", True)
+    done = rolling(api, **options).start(["n0", "n1", "n2"], "release", False, resume=first["resume"])
+    assert "waiting" not in done and done["released"] == ["n0", "n1"] and done["pending"] == ["n2"]
+    # the call that goes on only releases: no new request, nothing planned again
+    assert done["added"] == [] and done["requested"] == []
+    assert api.request("n0") is None and api.request("n1") is None and api.request("n2") is not None
+    assert api.write_count > writes
+
+
+def test_the_interrupted_nodes_ready_timeout_counts_from_the_first_call(api: Api) -> None:
+    first_wave(api, "n0")
+    api.set_node_ready("n0", False)
+    waits, result = calls_until_done(
+        lambda resume: rolling(api, node_ready_timeout=20.0, progress_after=3.0).start(
+            ["n0"], "release", False, resume=resume
+        )
+    )
+    assert 3 <= len(waits) <= 10
+    assert result["released"] == [] and api.record()["n0"]["state"] == core.FAILED
+    assert "interrupted, then not Ready in Kubernetes 20s" in api.record()["n0"]["message"]
+    assert api.request("n0") is not None  # left cordoned, for a person
+
+
+def test_a_resumed_start_with_interrupted_fail_and_retry_failed_queues_nothing_again(api: Api) -> None:
+    """The call that goes on with a start's wait does not plan again: a node the first call failed (policy fail)
+    is not handed back to the queue by retry_failed."""
+    first_wave(api, "n0", "n1")  # the run dies with both maintaining
+    result = rolling(api, progress_after=3.0).start(["n0", "n1"], "fail", True)
+    assert "waiting" not in result and result["interrupted"] == ["n0", "n1"]
+    again = rolling(api, progress_after=3.0).start(
+        ["n0", "n1"], "fail", True, resume={"phase": "interrupted", "since": api.now}
+    )
+    assert again["requeued"] == [] and again["released"] == []
+    assert {n: r["state"] for n, r in api.record().items()} == {"n0": "failed", "n1": "failed"}

@@ -106,6 +106,7 @@ class PassReport:
     errors: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     settled: bool = False
+    moving: list[str] = field(default_factory=list)  # what a further pass would move by itself, with phases
     writes: int = 0
     lease_lost: bool = False
 
@@ -278,7 +279,8 @@ class Reconciler:
                 step = lc.next_step(obj, nodes.get(obj["spec"]["nodeName"]), now, None, max_seconds)
                 self._note_waiting(obj, step, decisions)
                 report.requests.append(summary(obj))
-            report.settled = self._settled(nms, chosen)
+            report.moving = self._moving(nms, chosen)
+            report.settled = not report.moving
             return
 
         def work(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -307,20 +309,23 @@ class Reconciler:
         report.released.sort()
         report.collected.sort()
         report.waiting.sort(key=lambda w: w["name"])
-        report.settled = self._settled(final, set())
+        report.moving = self._moving(final, set())
+        report.settled = not report.moving
 
     @staticmethod
-    def _settled(nms: list[dict[str, Any]], chosen: set[str]) -> bool:
-        """Nothing left that a further pass would move by itself."""
-        if chosen:
-            return False
+    def _moving(nms: list[dict[str, Any]], chosen: set[str]) -> list[str]:
+        """What a further pass would move by itself (nothing: settled), each with its phase: ``ns/name
+        (Draining)``."""
+        moving = [f"{key} (scheduled)" for key in sorted(chosen)]
         for obj in nms:
             view = lc.NodeMaintenanceView.from_dict(obj)
+            if key_of(obj) in chosen:
+                continue
             if view.phase in lc.ACTIVE_PHASES or view.phase == "":
-                return False
-            if view.deleting and view.finalizer and not view.additional_requestors:
-                return False
-        return True
+                moving.append(f"{key_of(obj)} ({view.phase or 'new'})")
+            elif view.deleting and view.finalizer and not view.additional_requestors:
+                moving.append(f"{key_of(obj)} (being deleted)")
+        return moving
 
     def _note_waiting(self, obj: dict[str, Any], step: lc.Step, decisions: Mapping[str, Any]) -> None:
         key = key_of(obj)
@@ -615,15 +620,25 @@ def transient(exc: K8sError) -> bool:
     return isinstance(exc, (Unreachable, TooManyRequests)) or (exc.status or 0) >= 500
 
 
+# How reconcile_until_settled ended.
+SETTLED = "settled"  # a pass left nothing that a further pass would move by itself
+TIMED_OUT = "timed_out"  # the timeout ran out first
+HANDED_BACK = "handed_back"  # hand_back_after seconds passed first: call again to go on
+
+
 def reconcile_until_settled(
     reconciler: Reconciler,
     timeout: float,
     interval: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     stop: threading.Event | None = None,
-) -> tuple[list[PassReport], bool]:
-    """Passes until one is settled or ``timeout`` seconds have passed; (the reports, settled)."""
-    deadline = clock() + timeout
+    hand_back_after: float = 0.0,
+) -> tuple[list[PassReport], str]:
+    """Passes until one is settled or ``timeout`` seconds have passed, or (``hand_back_after`` > 0) until that
+    many seconds have passed in this call; (the reports, SETTLED, TIMED_OUT or HANDED_BACK). There is always at
+    least one pass."""
+    began = clock()
+    deadline = began + timeout
     reports: list[PassReport] = []
     waiter = stop or threading.Event()
     while True:
@@ -637,9 +652,12 @@ def reconcile_until_settled(
             report = PassReport(errors=[{"name": "", "error": exc.msg, "reason": exc.reason}])
         reports.append(report)
         if report.settled and not report.busy:
-            return reports, True
-        remaining = deadline - clock()
-        if remaining <= 0:
-            return reports, False
+            return reports, SETTLED
+        now = clock()
+        if now >= deadline:
+            return reports, TIMED_OUT
+        if hand_back_after > 0 and now - began >= hand_back_after:
+            return reports, HANDED_BACK
         if not report.changed:  # nothing moved: give pods and other writers time before the next look
-            waiter.wait(min(interval, remaining))
+            until = deadline if hand_back_after <= 0 else min(deadline, began + hand_back_after)
+            waiter.wait(min(interval, max(0.0, until - now)))

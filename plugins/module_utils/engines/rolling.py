@@ -37,7 +37,10 @@ STOP_GATE = "gate"
 WAIT_GATE = "gate"  # next_wave: a gate blocks
 WAIT_WAVE = "wave"  # next_wave: no request of the run is Ready yet
 WAIT_READY = "ready"  # finish: maintained nodes are not Ready in Kubernetes yet
-WAIT_PHASES = (WAIT_GATE, WAIT_WAVE, WAIT_READY)
+WAIT_INTERRUPTED = "interrupted"  # start: nodes interrupted during their maintenance are not Ready yet
+WAIT_PHASES = (WAIT_GATE, WAIT_WAVE, WAIT_READY, WAIT_INTERRUPTED)
+# The step that goes on with each wait (a wave or gate wait after a finish goes on in next_wave).
+STEP_OF_WAIT = {WAIT_GATE: "next_wave", WAIT_WAVE: "next_wave", WAIT_READY: "finish", WAIT_INTERRUPTED: "start"}
 NAMES_SHOWN = 5  # nodes a progress message names
 
 
@@ -221,17 +224,23 @@ class Rolling:
         return float("inf") if after <= 0 else max(0.0, began + after - self.monotonic())
 
     def _waiting(
-        self, run: core.RunRecord, phase: str, since: float, timeout: float, message: str, **details: Any
+        self,
+        run: core.RunRecord,
+        phase: str,
+        since: float,
+        timeout: float,
+        message: str,
+        step_result: Mapping[str, Any] | None = None,
+        **details: Any,
     ) -> dict[str, Any]:
         """The result of a step that hands its wait back: what it waits for, since when, and ``resume``, which
-        the next call of the same step takes to go on with the same deadline."""
+        the next call of the same step takes to go on with the same deadline. ``step_result``: what the step has
+        done so far (by default a next_wave's result that names no wave)."""
         waited = max(0.0, self.clock() - since)
+        base = step_result if step_result is not None else {"wave": None, "nodes": [], "done": False, "abort": False}
         return {
             "changed": False,
-            "wave": None,
-            "nodes": [],
-            "done": False,
-            "abort": False,
+            **base,
             "waiting": {
                 "phase": phase,
                 "since": since,
@@ -245,58 +254,82 @@ class Rolling:
         }
 
     # -- steps -----------------------------------------------------------------------------------
-    def start(self, targets: Sequence[str], interrupted: str, retry_failed: bool) -> dict[str, Any]:
+    def start(
+        self, targets: Sequence[str], interrupted: str, retry_failed: bool, resume: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Bring the record and the requests in line with the targets; the nodes interrupted during their
+        maintenance are released once Ready. With ``progress_after``, that Ready wait hands back ``waiting``
+        when it lasts longer; the call with its ``resume`` goes on with the release alone (the rest is done)."""
+        call_began = self.monotonic()
         if not targets:
             raise RequestError("No target nodes: give nodes, a node selector that matches some, or a non-empty group.")
-        self.requests.check_nodes(targets)
-        gates = self.options.gates
-        if gates is not None and gates.pod_selector:  # a selector the API server refuses fails here, not later
-            self.client.list(PODS, label_selector=gates.pod_selector)
-        window = self.window_state()
-        if window is not None and not window["open"]:  # changes nothing: no record, no request
-            return {
-                "changed": False,
-                "requested": [],
-                "added": [],
-                "interrupted": [],
-                "requeued": [],
-                "released": [],
-                "pending": [],
-                "finished": [],
-                "window": window,
-                "stopped": self.window_stop(window),
-            }
-        run = self.load()
-        plan = core.plan_start(run, targets, self.clock(), interrupted, retry_failed)
-        try:
-            core.check_capacity(run)  # before anything is written
-        except core.RollingError as exc:
-            raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
-        self.save(run)  # the interrupted and requeued nodes are on record before any request changes
-        for node in plan.fail:
-            self._mark_failed_request(node, run.nodes[node].message)
-        if plan.rerun:
-            self._clear_failed(plan.rerun)
-        actions = self.requests.present(plan.request) if plan.request else []
-        not_back, _left = self._wait_ready(plan.release)
-        for node, why in not_back.items():  # interrupted and not back: for a person, like a failure
-            core.mark_failed(run, node, f"interrupted, then {why}", self.clock())
-            self._mark_failed_request(node, run.nodes[node].message)
-        if not_back:
-            self.save(run)
-        released = self._release(run, [n for n in plan.release if n not in not_back])
-        self.save(run)
-        return {
+        resuming = resume is not None and resume.get("phase") == WAIT_INTERRUPTED
+        if resuming:
+            run = self.load()
+            plan = core.StartPlan([], core.awaiting_release(run, targets), [], [], [], [])
+            actions: list[Action] = []
+        else:
+            self.requests.check_nodes(targets)
+            gates = self.options.gates
+            if gates is not None and gates.pod_selector:  # a selector the API server refuses fails here, not later
+                self.client.list(PODS, label_selector=gates.pod_selector)
+            window = self.window_state()
+            if window is not None and not window["open"]:  # changes nothing: no record, no request
+                return {
+                    "changed": False,
+                    "requested": [],
+                    "added": [],
+                    "interrupted": [],
+                    "requeued": [],
+                    "released": [],
+                    "pending": [],
+                    "finished": [],
+                    "window": window,
+                    "stopped": self.window_stop(window),
+                }
+            run = self.load()
+            plan = core.plan_start(run, targets, self.clock(), interrupted, retry_failed)
+            try:
+                core.check_capacity(run)  # before anything is written
+            except core.RollingError as exc:
+                raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
+            self.save(run)  # the interrupted and requeued nodes are on record before any request changes
+            for node in plan.fail:
+                self._mark_failed_request(node, run.nodes[node].message)
+            if plan.rerun:
+                self._clear_failed(plan.rerun)
+            actions = self.requests.present(plan.request) if plan.request else []
+        result = {
             "changed": start_changed(plan, actions),
             "requested": [a.as_dict() for a in actions],
             "added": plan.added,
             "interrupted": plan.release + plan.fail,
             "requeued": plan.rerun,
-            "released": released,
-            "pending": run.in_state(core.PENDING),
+            "released": [],
             "finished": plan.finished,
-            **self.status(run),
         }
+        since = self._since(resume, WAIT_INTERRUPTED)
+        timeout = self.options.node_ready_timeout
+        not_back, left = self._wait_ready(plan.release, self._deadline(since, timeout), call_began)
+        if left:
+            return self._waiting(
+                run,
+                WAIT_INTERRUPTED,
+                since,
+                timeout,
+                f"waiting for {_named(left)}, interrupted during their maintenance, to be Ready in Kubernetes "
+                "before they are released",
+                {**result, "pending": run.in_state(core.PENDING)},
+                nodes_not_ready=left,
+            )
+        for node, why in not_back.items():  # interrupted and not back: for a person, like a failure
+            core.mark_failed(run, node, f"interrupted, then {why}", self.clock())
+            self._mark_failed_request(node, run.nodes[node].message)
+        if not_back:
+            self.save(run)
+        result["released"] = self._release(run, [n for n in plan.release if n not in not_back])
+        self.save(run)
+        return {**result, "pending": run.in_state(core.PENDING), **self.status(run)}
 
     def next_wave(self, resume: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The next wave; with ``progress_after``, a wait that lasts longer returns ``waiting`` instead, and the

@@ -317,7 +317,7 @@ def plan_start(
                 record.state, record.finished = INTERRUPTED, now
                 record.message = "the run stopped during its maintenance; released without running it again"
                 plan.release.append(node)
-        elif record.state == INTERRUPTED and record.back is None:
+        elif _unreleased(record):
             plan.release.append(node)  # a run stopped before it was released
         elif record.state == FAILED and retry_failed:
             _requeue(record, "", now)
@@ -328,6 +328,16 @@ def plan_start(
         else:
             plan.finished.append(node)
     return plan
+
+
+def awaiting_release(run: RunRecord, targets: Sequence[str]) -> list[str]:
+    """The targets interrupted during their maintenance and not released yet (what a start releases once they
+    are Ready)."""
+    return [node for node in dict.fromkeys(targets) if node in run.nodes and _unreleased(run.nodes[node])]
+
+
+def _unreleased(record: NodeRecord) -> bool:
+    return record.state == INTERRUPTED and record.back is None
 
 
 def _requeue(record: NodeRecord, message: str, now: float) -> None:

@@ -1,0 +1,63 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The action of a module that hands a long wait back (``progress_after``): it runs the module, and while the
+module's result carries ``resume``, prints what it waits for and runs the module again
+with ``resume``, so that one task waits to the end with a line at least every ``progress_after`` seconds.
+
+The task's result is the calls' results combined (``combine``): by default the last one, ``changed`` when any call
+changed something, and the warnings and deprecations of every call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
+
+# A wait can be handed back at most this many times in one task (a guard against a module that never ends one:
+# the longest wait, an hour of gate, an hour of wave and ten minutes of Ready at one line a second, fits).
+MAX_CALLS = 10_000
+# What every call adds to the task's result.
+NOTICES = ("warnings", "deprecations")
+
+
+class ProgressAction(ActionBase):
+    """Subclasses name their ``MODULE`` and may change how the next call's arguments are made (``again``) and how
+    the results add up (``combine``)."""
+
+    TRANSFERS_FILES = False
+    MODULE = ""
+
+    def again(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """The arguments of the call that goes on with the wait ``result`` handed back."""
+        return {**args, "resume": result["resume"]}
+
+    def message(self, result: dict[str, Any]) -> str:
+        """What the wait ``result`` handed back waits for."""
+        return str((result.get("waiting") or {}).get("message", "waiting"))
+
+    def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """The task's result so far and the next call's, as one (``changed`` and the notices are added after)."""
+        return result
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        result = self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
+        calls = 1
+        while "resume" in result and not result.get("failed") and calls < MAX_CALLS:
+            display.display(f"{self._task.get_name()}: {self.message(result)}")
+            args = self.again(args, result)
+            following = self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
+            calls += 1
+            combined = self.combine(result, following)
+            combined["changed"] = bool(result.get("changed")) or bool(following.get("changed"))
+            for key in NOTICES:
+                notices = list(result.get(key) or []) + list(following.get(key) or [])
+                if notices:
+                    combined[key] = notices
+            result = combined
+        result.pop("resume", None)  # a wait that went past MAX_CALLS: nothing goes on with it
+        return result
