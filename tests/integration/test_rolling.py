@@ -24,7 +24,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
     stored_nodes,
 )
 from cluster import kwok
-from cluster.launcher import OPERATOR
+from cluster.launcher import OPERATOR, REBOOT_ANNOTATION
 from integration.test_maintenance_acceptance import api_client
 from integration.test_maintenance_reconcile import GROUP, NM_PLURAL, VERSION
 from kubernetes import client as k8s
@@ -268,6 +268,75 @@ def test_a_run_killed_in_a_wave_and_run_again_maintains_no_node_twice(
     assert our_requests(api, namespace) == []
     assert cordoned(api, names) == []
     assert "interrupted" in out
+
+
+@BUILTIN_ONLY
+def test_a_restart_says_it_waits_for_an_interrupted_node_still_down_then_releases_it(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """A run killed while the node of its wave is down (a reboot that does not end): the run started again waits
+    for that node to be Ready before it releases it, says so at every rolling_progress_interval, and goes on once
+    the node is back."""
+    api, namespace = engine.api, engine.namespace
+    _selector, names = fleet
+    node = names[0]
+    core = k8s.CoreV1Api(api)
+    stuck = tmp_path / "stuck.yml"
+    stuck.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Wait for the test",
+                    "ansible.builtin.wait_for": {"path": str(tmp_path / "never"), "timeout": 600},
+                    "delegate_to": "localhost",
+                }
+            ]
+        )
+    )
+    targets = json.dumps({"rolling_node_names": [node]})
+    cmd = command(engine, "", stuck, "down", "-e", targets)
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+
+        def maintaining() -> bool | None:
+            try:
+                return record(engine, "down")[node]["state"] == "maintaining" or None
+            except k8s.ApiException:
+                return None
+
+        kwok.wait_until(maintaining, 120, f"{node} in its maintenance")
+        until = "2099-01-01T00:00:00Z"  # down until the test says otherwise
+        core.patch_node(node, {"metadata": {"annotations": {REBOOT_ANNOTATION: until}}})
+
+        def down() -> bool | None:
+            return any(c.type == "Ready" and c.status != "True" for c in core.read_node(node).status.conditions) or None
+
+        kwok.wait_until(down, 60, f"{node} down")
+    finally:
+        kill_tree(proc.pid)
+        proc.wait(timeout=60)
+    tasks, log = tasks_file(tmp_path)
+    output = tmp_path / "restart.out"
+    progress = f"1 node(s) ({node}), interrupted during their maintenance, to be Ready in Kubernetes"
+    again = command(engine, "", tasks, "down", "-e", targets, "-e", json.dumps({"rolling_progress_interval": 1}))
+    with output.open("w") as out_file:
+        proc = subprocess.Popen(again, stdout=out_file, stderr=subprocess.STDOUT, env=env())
+        try:
+            kwok.wait_until(lambda: output.read_text().count(progress) >= 2 or None, 120, "two progress lines")
+            assert record(engine, "down")[node]["back"] is None and our_requests(api, namespace), "released early"
+            core.patch_node(node, {"metadata": {"annotations": {REBOOT_ANNOTATION: None}}})  # back up
+            assert proc.wait(timeout=300) == 0, output.read_text()[-5000:]
+        finally:
+            if proc.poll() is None:
+                kill_tree(proc.pid)
+                proc.wait()
+    lines = [line for line in output.read_text().splitlines() if progress in line]
+    waited = [int(line.split("(waiting ")[1].split("s")[0]) for line in lines]
+    assert waited == sorted(waited) and waited[-1] > waited[0] and all("of at most 60s)" in x for x in lines)
+    state = record(engine, "down")[node]
+    assert state["state"] == "interrupted" and state["back"] is not None
+    assert maintained(log) == {}  # released, not maintained again (the interrupted policy release)
+    assert our_requests(api, namespace) == [] and cordoned(api, names) == []
 
 
 def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
