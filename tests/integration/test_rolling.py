@@ -90,6 +90,26 @@ def fleet(request: pytest.FixtureRequest, engine: Engine) -> Iterator[tuple[str,
         kwok.delete_nodes(api, names, timeout=120)
 
 
+def running_pod(engine: Engine, name: str, node: str, labels: dict[str, str]) -> None:
+    """A pod ``name`` with ``labels`` on ``node`` in the test's namespace, once it runs."""
+    core = k8s.CoreV1Api(engine.api)
+    pod = {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": IMAGE}],
+        },
+    }
+    core.create_namespaced_pod(engine.namespace, pod)
+    kwok.wait_until(
+        lambda: core.read_namespaced_pod(name, engine.namespace).status.phase == "Running" or None,
+        60,
+        f"{name} Running",
+    )
+
+
 def tasks_file(tmp_path: Path, fail_on: str = "") -> tuple[Path, Path]:
     """A maintenance tasks file: one file per maintenance in a log folder, then the simulated reboot."""
     log = tmp_path / "maintained"
@@ -451,19 +471,7 @@ def test_reconcile_until_settled_says_what_it_waits_for_and_goes_on_to_the_end(
     cluster, api, namespace = engine.cluster, engine.api, engine.namespace
     _selector, names = fleet
     core = k8s.CoreV1Api(api)
-    pod = {
-        "metadata": {"name": "trainer", "labels": {"app": "training"}},
-        "spec": {
-            "nodeName": names[0],
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": IMAGE}],
-        },
-    }
-    core.create_namespaced_pod(namespace, pod)
-    kwok.wait_until(
-        lambda: core.read_namespaced_pod("trainer", namespace).status.phase == "Running" or None, 60, "pod Running"
-    )
+    running_pod(engine, "trainer", names[0], {"app": "training"})
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "NodeMaintenance",

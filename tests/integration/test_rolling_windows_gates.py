@@ -19,13 +19,13 @@ import pytest
 from cluster import kwok
 from integration.test_rolling import (
     BUILTIN_ONLY,
-    IMAGE,
     command,
     cordoned,
     maintained,
     our_requests,
     record,
     run,
+    running_pod,
     tasks_file,
 )
 from kubernetes import client as k8s
@@ -43,6 +43,12 @@ FAST_GATES = {"rolling_gate_timeout": 2, "rolling_gate_interval": 0.5}
 
 def with_vars(cmd: list[str], variables: dict[str, Any]) -> list[str]:
     return [*cmd, "-e", json.dumps(variables)]
+
+
+def blocking_pod(engine: Engine, name: str, label: str, node: str) -> None:
+    """A pod ``name`` on ``node`` in the test's namespace, labelled ``nodeops-test-block=<label>`` (what the runs'
+    rolling_gate_pod_selector matches), once it runs."""
+    running_pod(engine, name, node, {"nodeops-test-block": label})
 
 
 def test_a_closed_window_changes_nothing_and_the_same_command_goes_on_once_it_is_open(
@@ -81,20 +87,7 @@ def test_the_gates_block_the_first_wave_each_named_and_nothing_is_cordoned(
     _selector, names = fleet
     tasks, log = tasks_file(tmp_path)
     label = f"block-{uuid.uuid4().hex[:6]}"
-    pod = {
-        "metadata": {"name": "trainer", "labels": {"nodeops-test-block": label}},
-        "spec": {
-            "nodeName": names[0],
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": IMAGE}],
-        },
-    }
-    core = k8s.CoreV1Api(api)
-    core.create_namespaced_pod(namespace, pod)
-    kwok.wait_until(
-        lambda: core.read_namespaced_pod("trainer", namespace).status.phase == "Running" or None, 60, "trainer Running"
-    )
+    blocking_pod(engine, "trainer", label, names[0])
     gate = tmp_path / "gate.yml"
     gate.write_text(json.dumps([{"name": "Check the storage", "ansible.builtin.fail": {"msg": "ceph is HEALTH_WARN"}}]))
     rules = [
@@ -136,20 +129,7 @@ def test_a_long_gate_wait_says_what_it_waits_for_and_the_run_goes_on_once_it_cle
     _selector, names = fleet
     tasks, log = tasks_file(tmp_path)
     label = f"hold-{uuid.uuid4().hex[:6]}"
-    pod = {
-        "metadata": {"name": "holder", "labels": {"nodeops-test-block": label}},
-        "spec": {
-            "nodeName": names[1],
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": IMAGE}],
-        },
-    }
-    core = k8s.CoreV1Api(api)
-    core.create_namespaced_pod(namespace, pod)
-    kwok.wait_until(
-        lambda: core.read_namespaced_pod("holder", namespace).status.phase == "Running" or None, 60, "holder Running"
-    )
+    blocking_pod(engine, "holder", label, names[1])
     variables = {
         "rolling_node_names": names[1:2],
         "rolling_gate_pod_selector": f"nodeops-test-block={label}",
@@ -169,7 +149,7 @@ def test_a_long_gate_wait_says_what_it_waits_for_and_the_run_goes_on_once_it_cle
         try:
             kwok.wait_until(lambda: output.read_text().count(progress) >= 2 or None, 180, "two progress lines")
             assert cordoned(api, names) == [], "nothing is cordoned while the gate blocks"
-            core.delete_namespaced_pod("holder", namespace, grace_period_seconds=0)
+            k8s.CoreV1Api(api).delete_namespaced_pod("holder", namespace, grace_period_seconds=0)
             assert proc.wait(timeout=300) == 0, output.read_text()[-5000:]
         finally:
             if proc.poll() is None:
@@ -190,7 +170,7 @@ def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progres
 ) -> None:
     """The wait inside a wave play: after wave 1's maintenance the finish step goes on to the next wave, whose gate
     now blocks; the playbook says so at every progress interval from inside the wave, and wave 2 starts once the
-    pod is gone. Wave 1's maintenance waits for a file the test writes once the blocking pod exists."""
+    pod is gone. Wave 1's maintenance waits for a file the test writes once the blocking pod runs."""
     api, namespace = engine.api, engine.namespace
     _selector, names = fleet
     go = tmp_path / "go"
@@ -225,16 +205,6 @@ def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progres
     }
     output = tmp_path / "playbook.out"
     progress = "the next wave waits for its gates"
-    core = k8s.CoreV1Api(api)
-    pod = {
-        "metadata": {"name": "latecomer", "labels": {"nodeops-test-block": label}},
-        "spec": {
-            "nodeName": names[0],
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": IMAGE}],
-        },
-    }
     with output.open("w") as out_file:
         proc = subprocess.Popen(
             with_vars(command(engine, "", tasks, "later"), variables),
@@ -244,10 +214,10 @@ def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progres
         )
         try:
             kwok.wait_until(lambda: "Wave 1: " in output.read_text() or None, 180, "wave 1")
-            core.create_namespaced_pod(namespace, pod)
+            blocking_pod(engine, "latecomer", label, names[0])
             go.write_text("go")
             kwok.wait_until(lambda: output.read_text().count(progress) >= 2 or None, 180, "two progress lines")
-            core.delete_namespaced_pod("latecomer", namespace, grace_period_seconds=0)
+            k8s.CoreV1Api(api).delete_namespaced_pod("latecomer", namespace, grace_period_seconds=0)
             assert proc.wait(timeout=300) == 0, output.read_text()[-5000:]
         finally:
             if proc.poll() is None:

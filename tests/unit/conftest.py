@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from hypothesis import HealthCheck, settings
 from support.node_agent import FakeApi, issue
+from unit.test_engine_maintenance import node
+from unit.test_rolling_windows_gates import GateApi
 
 settings.register_profile("nodeops", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("nodeops")
@@ -30,3 +33,13 @@ def pki(tmp_path: Path) -> dict[str, Any]:
     """A peer CA for the node agent's tests: the CA, its certificate file and the folder for the agents' files."""
     ca = issue("nodeops-peer-ca")
     return {"ca": ca, "ca_file": ca.write(tmp_path / "pki", "ca")[0], "dir": tmp_path / "pki"}
+
+
+@pytest.fixture
+def gate_api() -> GateApi:
+    """The in-memory API of the rolling engine's tests with the nodes n0 to n3, whose pod lists honour a label
+    selector (the gates)."""
+    fake = GateApi()
+    for name in ("n0", "n1", "n2", "n3"):
+        fake.add(NODES, node(name))
+    return fake

@@ -92,6 +92,32 @@ def test_formats_as_kubernetes_writes_them() -> None:
     assert rfc3339.micro_time(1767323045.0000004) == "2026-01-02T03:04:05.000000Z"  # to the nearest microsecond
 
 
+def test_writes_the_rolling_records_times_with_milliseconds() -> None:
+    assert rfc3339.milli_time(1767323045) == "2026-01-02T03:04:05.000Z"
+    assert rfc3339.milli_time(1767323045.25) == "2026-01-02T03:04:05.250Z"
+    assert rfc3339.milli_time(1767323045.0004) == "2026-01-02T03:04:05.000Z"  # to the nearest millisecond
+    assert rfc3339.milli_time(1767323045.9996) == "2026-01-02T03:04:06.000Z"  # into the next second
+    assert rfc3339.milli_time(-0.25) == "1969-12-31T23:59:59.750Z"  # before the epoch too
+    assert rfc3339.milli_time(-62135596800) == "0001-01-01T00:00:00.000Z"
+    assert rfc3339.milli_time(253402300799.5) == "9999-12-31T23:59:59.500Z"
+
+
+def _stamp_before(seconds: float) -> str:
+    """How core/maintenance/rolling.py wrote its record's times before milli_time, which older releases read."""
+    whole = int(seconds)
+    millis = round((seconds - whole) * 1000)
+    if millis == 1000:
+        whole, millis = whole + 1, 0
+    return f"{rfc3339.format_time(whole)[:-1]}.{millis:03d}Z"
+
+
+@given(st.floats(min_value=0, max_value=253402300799.4))
+def test_milli_time_writes_what_the_rolling_record_wrote_and_reads_back(seconds: float) -> None:
+    text = rfc3339.milli_time(seconds)
+    assert text == _stamp_before(seconds)
+    assert abs(rfc3339.parse_time(text, "started") - seconds) <= 0.0005 + 1e-4
+
+
 @given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2200, 12, 31)))
 def test_a_microtime_read_and_written_again_is_the_same(moment: datetime) -> None:
     """A Lease's acquireTime, kept from the Lease as read, is written back unchanged."""

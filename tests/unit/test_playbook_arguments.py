@@ -149,6 +149,13 @@ def first_play(name: str) -> dict[str, Any]:
     return dict(plays[0])
 
 
+def internal_vars(name: str) -> dict[str, Any]:
+    """The internal variables (a leading underscore) of the vars files of the playbook's first play: the playbook
+    sets them there (the rest of those files are the defaults of its options), and reads what their values read."""
+    files = first_play(name).get("vars_files", [])
+    return {k: v for f in files for k, v in load(PLAYBOOKS / f).items() if k.startswith("_")}
+
+
 # -- the specs, statically -----------------------------------------------------------------------------------
 
 
@@ -196,9 +203,10 @@ def test_role_spec_is_well_formed(role: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(PLAYBOOK_FILES))
 def test_playbook_spec_documents_every_variable_the_playbook_reads(name: str) -> None:
+    internal = internal_vars(name)
     files = [load(PLAYBOOKS / f) for f in PLAYBOOK_FILES[name]]
-    reads = set().union(*(read_variables(data) for data in files))
-    sets = set().union(*(set_variables(data) for data in files))
+    reads = set().union(*(read_variables(data) for data in [*files, internal]))
+    sets = set().union(*(set_variables(data) for data in files)) | set(internal)
     options = set(playbook_spec(name))
     from_roles = set().union(*(role_spec(role) for role in PLAYBOOK_ROLES.get(name, [])))
     play_vars = set(first_play(name).get("vars", {}))

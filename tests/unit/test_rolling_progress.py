@@ -11,19 +11,9 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import rolling as core
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import GateOptions
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES, PODS
-from unit.test_engine_maintenance import node
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import PODS
 from unit.test_rolling_engine import Api, first_wave, rolling, started
 from unit.test_rolling_windows_gates import GateApi, pod
-
-
-@pytest.fixture
-def api() -> GateApi:
-    """The in-memory API of the rolling engine's tests, whose pod lists honour a label selector (the gates)."""
-    fake = GateApi()
-    for name in ("n0", "n1", "n2", "n3"):
-        fake.add(NODES, node(name))
-    return fake
 
 
 def calls_until_done(step: Any, limit: int = 100) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -37,10 +27,10 @@ def calls_until_done(step: Any, limit: int = 100) -> tuple[list[dict[str, Any]],
     return waits, result
 
 
-def test_a_wave_wait_is_handed_back_with_its_progress_then_goes_on_to_the_wave(api: Api) -> None:
-    api.tick = 5.0
-    started(api, "n0", "n1")
-    api.set_phase("n0", lc.PHASE_DRAINING)
+def test_a_wave_wait_is_handed_back_with_its_progress_then_goes_on_to_the_wave(gate_api: Api) -> None:
+    gate_api.tick = 5.0
+    started(gate_api, "n0", "n1")
+    gate_api.set_phase("n0", lc.PHASE_DRAINING)
     looks: list[float] = []
 
     def drain_after_a_while(fake: Api) -> None:
@@ -49,8 +39,8 @@ def test_a_wave_wait_is_handed_back_with_its_progress_then_goes_on_to_the_wave(a
             fake.set_phase("n0", lc.PHASE_READY)
             fake.set_phase("n1", lc.PHASE_READY)
 
-    api.hooks.append(drain_after_a_while)
-    waits, result = calls_until_done(lambda resume: rolling(api, progress_after=20.0).next_wave(resume))
+    gate_api.hooks.append(drain_after_a_while)
+    waits, result = calls_until_done(lambda resume: rolling(gate_api, progress_after=20.0).next_wave(resume))
     assert len(waits) >= 2
     first = waits[0]["waiting"]
     assert first["phase"] == "wave" and waits[0]["wave"] is None and waits[0]["changed"] is False
@@ -64,131 +54,137 @@ def test_a_wave_wait_is_handed_back_with_its_progress_then_goes_on_to_the_wave(a
     assert all(w["nodes"] == [] for w in waits)
 
 
-def test_the_wave_timeout_counts_from_the_start_of_the_wait_across_calls(api: Api) -> None:
-    api.tick = 5.0
-    started(api, "n0")
-    api.set_phase("n0", lc.PHASE_DRAINING)
+def test_the_wave_timeout_counts_from_the_start_of_the_wait_across_calls(gate_api: Api) -> None:
+    gate_api.tick = 5.0
+    started(gate_api, "n0")
+    gate_api.set_phase("n0", lc.PHASE_DRAINING)
     calls: list[dict[str, Any] | None] = []
 
     def step(resume: dict[str, Any] | None) -> dict[str, Any]:
         calls.append(resume)
-        return rolling(api, wave_timeout=60.0, progress_after=10.0).next_wave(resume)
+        return rolling(gate_api, wave_timeout=60.0, progress_after=10.0).next_wave(resume)
 
     with pytest.raises(RequestError) as info:
         calls_until_done(step)
     assert "became ready for its maintenance within 60s" in info.value.msg
     # one wait of 60s in calls of about 10s each, not 60s a call
     assert 4 <= len(calls) <= 8
-    assert api.record()["n0"]["state"] == core.PENDING
+    assert gate_api.record()["n0"]["state"] == core.PENDING
 
 
-def test_without_progress_after_the_wave_wait_is_one_call(api: Api) -> None:
-    api.tick = 5.0
-    started(api, "n0")
-    api.set_phase("n0", lc.PHASE_DRAINING)
-    api.hooks.append(lambda fake: fake.set_phase("n0", lc.PHASE_READY) if fake.lists > 40 else None)
-    result = rolling(api).next_wave()
+def test_without_progress_after_the_wave_wait_is_one_call(gate_api: Api) -> None:
+    gate_api.tick = 5.0
+    started(gate_api, "n0")
+    gate_api.set_phase("n0", lc.PHASE_DRAINING)
+    gate_api.hooks.append(lambda fake: fake.set_phase("n0", lc.PHASE_READY) if fake.lists > 40 else None)
+    result = rolling(gate_api).next_wave()
     assert result["nodes"] == ["n0"] and "waiting" not in result
 
 
-def test_a_gate_wait_is_handed_back_naming_what_blocks_and_keeps_its_timeout(api: GateApi) -> None:
-    api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
+def test_a_gate_wait_is_handed_back_naming_what_blocks_and_keeps_its_timeout(gate_api: GateApi) -> None:
+    gate_api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
     options = {"gates": GateOptions(pod_selector="block=yes", timeout=100.0, interval=1.0), "progress_after": 1.0}
-    rolling(api, **options).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
-    waits, result = calls_until_done(lambda resume: rolling(api, **options).next_wave(resume))
+    rolling(gate_api, **options).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    waits, result = calls_until_done(lambda resume: rolling(gate_api, **options).next_wave(resume))
     assert waits, "the gate wait was never handed back"
     first = waits[0]["waiting"]
     assert first["phase"] == "gate" and [b["message"] for b in first["blockers"]] == ["pod apps/trainer on n0"]
     assert "the next wave waits for its gates" in first["message"]
     # the pod never goes: the run stops after the gate timeout, counted from the first call
     assert result["stopped"]["reason"] == "gate" and "still after 100s" in result["stopped"]["message"]
-    assert api.now - first["since"] >= 100.0
-    assert api.request("n0") is None  # given back, as any gate stop does
+    assert gate_api.now - first["since"] >= 100.0
+    assert gate_api.request("n0") is None  # given back, as any gate stop does
 
 
-def test_a_gate_that_clears_between_calls_lets_the_wave_start(api: GateApi) -> None:
-    api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
+def test_a_gate_that_clears_between_calls_lets_the_wave_start(gate_api: GateApi) -> None:
+    gate_api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
     options = {"gates": GateOptions(pod_selector="block=yes", timeout=100.0, interval=1.0), "progress_after": 1.0}
-    rolling(api, **options).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
-    first = rolling(api, **options).next_wave()
-    assert first["waiting"]["phase"] == "gate" and api.request("n0") is not None
-    api.objects.pop((PODS.plural, "apps", "trainer"))
-    result = rolling(api, **options).next_wave(first["resume"])
+    rolling(gate_api, **options).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    first = rolling(gate_api, **options).next_wave()
+    assert first["waiting"]["phase"] == "gate" and gate_api.request("n0") is not None
+    gate_api.objects.pop((PODS.plural, "apps", "trainer"))
+    result = rolling(gate_api, **options).next_wave(first["resume"])
     assert result["nodes"] == ["n0"]
 
 
-def test_a_ready_wait_is_handed_back_with_the_outcome_on_record_then_releases(api: Api) -> None:
-    first_wave(api, "n0", "n1", "n2")
-    api.set_node_ready("n1", False)
-    result = rolling(api, node_ready_timeout=60.0, progress_after=3.0).finish(["n0", "n1"], {"n2": "firmware"})
+def test_a_ready_wait_is_handed_back_with_the_outcome_on_record_then_releases(gate_api: Api) -> None:
+    first_wave(gate_api, "n0", "n1", "n2")
+    gate_api.set_node_ready("n1", False)
+    result = rolling(gate_api, node_ready_timeout=60.0, progress_after=3.0).finish(["n0", "n1"], {"n2": "firmware"})
     waiting = result["waiting"]
     assert waiting["phase"] == "ready" and waiting["nodes_not_ready"] == ["n1"]
     assert result["resume"] == {"phase": "ready", "since": waiting["since"], "wave": 1}
     assert result["failures"] == {"n2": "firmware"} and result["maintained"] == [] and result["released"] == []
     # the outcome is on record before the wait is handed back, the failure on its request too; nothing released yet
-    record = api.record()
+    record = gate_api.record()
     assert record["n2"]["state"] == core.FAILED and record["n0"]["state"] == record["n1"]["state"] == core.MAINTAINING
-    assert api.request("n0") is not None and api.request("n1") is not None
-    failed_condition = api.condition("n2", lc.CONDITION_REQUESTOR_FAILED)
+    assert gate_api.request("n0") is not None and gate_api.request("n1") is not None
+    failed_condition = gate_api.condition("n2", lc.CONDITION_REQUESTOR_FAILED)
     assert failed_condition is not None and failed_condition["status"] == "True"
-    api.set_node_ready("n1", True)
-    done = rolling(api, node_ready_timeout=60.0, progress_after=3.0).finish([], {}, resume=result["resume"])
+    gate_api.set_node_ready("n1", True)
+    done = rolling(gate_api, node_ready_timeout=60.0, progress_after=3.0).finish([], {}, resume=result["resume"])
     assert "waiting" not in done
     assert done["maintained"] == ["n0", "n1"] and done["failures"] == {"n2": "firmware"}
-    assert api.request("n0") is None and api.request("n1") is None and api.request("n2") is not None
-    assert {n: r["state"] for n, r in api.record().items()} == {"n0": "done", "n1": "done", "n2": "failed"}
+    assert gate_api.request("n0") is None and gate_api.request("n1") is None and gate_api.request("n2") is not None
+    assert {n: r["state"] for n, r in gate_api.record().items()} == {"n0": "done", "n1": "done", "n2": "failed"}
 
 
-def test_the_ready_timeout_counts_from_the_first_call(api: Api) -> None:
-    first_wave(api, "n0")
-    api.set_node_ready("n0", False)
+def test_the_ready_timeout_counts_from_the_first_call(gate_api: Api) -> None:
+    first_wave(gate_api, "n0")
+    gate_api.set_node_ready("n0", False)
     waits, result = calls_until_done(
-        lambda resume: rolling(api, node_ready_timeout=20.0, progress_after=3.0).finish(["n0"], {}, resume=resume)
+        lambda resume: rolling(gate_api, node_ready_timeout=20.0, progress_after=3.0).finish(["n0"], {}, resume=resume)
     )
     assert 3 <= len(waits) <= 10
     assert result["failures"] == {"n0": "not Ready in Kubernetes 20s after its maintenance"}
-    assert api.record()["n0"]["state"] == core.FAILED and api.request("n0") is not None
+    assert gate_api.record()["n0"]["state"] == core.FAILED and gate_api.request("n0") is not None
 
 
-def test_a_resumed_finish_after_the_wave_was_released_changes_nothing(api: Api) -> None:
-    first_wave(api, "n0")
-    done = rolling(api).finish(["n0"], {})
+def test_a_resumed_finish_after_the_wave_was_released_changes_nothing(gate_api: Api) -> None:
+    first_wave(gate_api, "n0")
+    done = rolling(gate_api).finish(["n0"], {})
     assert done["maintained"] == ["n0"]
-    writes = api.write_count
-    again = rolling(api, progress_after=3.0).finish([], {}, resume={"phase": "ready", "since": api.now, "wave": 1})
-    assert again["changed"] is False and "waiting" not in again and api.write_count == writes
+    writes = gate_api.write_count
+    again = rolling(gate_api, progress_after=3.0).finish(
+        [], {}, resume={"phase": "ready", "since": gate_api.now, "wave": 1}
+    )
+    assert again["changed"] is False and "waiting" not in again and gate_api.write_count == writes
 
 
-def test_a_resume_of_another_wave_is_refused_and_changes_nothing(api: Api) -> None:
+def test_a_resume_of_another_wave_is_refused_and_changes_nothing(gate_api: Api) -> None:
     """A wait for Ready handed back in wave 1 cannot release the nodes of wave 2, which nobody maintained yet."""
-    first_wave(api, "n0")
-    rolling(api).finish(["n0"], {})
-    started(api, "n1")
-    api.set_phase("n1", lc.PHASE_READY)
-    assert rolling(api).next_wave()["wave"] == 2
-    writes = api.write_count
+    first_wave(gate_api, "n0")
+    rolling(gate_api).finish(["n0"], {})
+    started(gate_api, "n1")
+    gate_api.set_phase("n1", lc.PHASE_READY)
+    assert rolling(gate_api).next_wave()["wave"] == 2
+    writes = gate_api.write_count
     with pytest.raises(RequestError) as info:
-        rolling(api, progress_after=3.0).finish([], {}, resume={"phase": "ready", "since": api.now, "wave": 1})
+        rolling(gate_api, progress_after=3.0).finish(
+            [], {}, resume={"phase": "ready", "since": gate_api.now, "wave": 1}
+        )
     assert "is at wave 2, not at wave 1" in info.value.msg
-    assert api.write_count == writes and api.record()["n1"]["state"] == core.MAINTAINING
-    assert api.request("n1") is not None
+    assert gate_api.write_count == writes and gate_api.record()["n1"]["state"] == core.MAINTAINING
+    assert gate_api.request("n1") is not None
 
 
-def test_a_resume_from_the_future_is_taken_as_now(api: Api) -> None:
-    api.tick = 5.0
-    started(api, "n0")
-    api.set_phase("n0", lc.PHASE_DRAINING)
-    result = rolling(api, wave_timeout=60.0, progress_after=10.0).next_wave({"phase": "wave", "since": api.now + 1e6})
-    assert result["waiting"]["since"] <= api.now and result["waiting"]["waited"] >= 0
+def test_a_resume_from_the_future_is_taken_as_now(gate_api: Api) -> None:
+    gate_api.tick = 5.0
+    started(gate_api, "n0")
+    gate_api.set_phase("n0", lc.PHASE_DRAINING)
+    result = rolling(gate_api, wave_timeout=60.0, progress_after=10.0).next_wave(
+        {"phase": "wave", "since": gate_api.now + 1e6}
+    )
+    assert result["waiting"]["since"] <= gate_api.now and result["waiting"]["waited"] >= 0
 
 
-def test_a_restart_waiting_for_interrupted_nodes_hands_the_wait_back_then_releases(api: Api) -> None:
-    first_wave(api, "n0", "n1")  # the run dies during the maintenance, with n1 still down
-    api.set_node_ready("n1", False)
+def test_a_restart_waiting_for_interrupted_nodes_hands_the_wait_back_then_releases(gate_api: Api) -> None:
+    first_wave(gate_api, "n0", "n1")  # the run dies during the maintenance, with n1 still down
+    gate_api.set_node_ready("n1", False)
     options = {"node_ready_timeout": 60.0, "progress_after": 3.0}
-    first = rolling(api, **options).start(["n0", "n1", "n2"], "release", False)
+    first = rolling(gate_api, **options).start(["n0", "n1", "n2"], "release", False)
     waiting = first["waiting"]
     assert waiting["phase"] == "interrupted" and waiting["nodes_not_ready"] == ["n1"]
     assert "interrupted during their maintenance" in waiting["message"]
@@ -196,44 +192,44 @@ def test_a_restart_waiting_for_interrupted_nodes_hands_the_wait_back_then_releas
     # the start did its work before it handed the wait back: n2 is requested, nothing is released yet
     assert first["changed"] is True and first["added"] == ["n2"] and first["interrupted"] == ["n0", "n1"]
     assert first["released"] == [] and first["pending"] == ["n2"]
-    assert api.request("n0") is not None and api.request("n2") is not None
-    assert {n: r["state"] for n, r in api.record().items()} == {
+    assert gate_api.request("n0") is not None and gate_api.request("n2") is not None
+    assert {n: r["state"] for n, r in gate_api.record().items()} == {
         "n0": "interrupted",
         "n1": "interrupted",
         "n2": "pending",
     }
-    writes = api.write_count
-    api.set_node_ready("n1", True)
-    done = rolling(api, **options).start(["n0", "n1", "n2"], "release", False, resume=first["resume"])
+    writes = gate_api.write_count
+    gate_api.set_node_ready("n1", True)
+    done = rolling(gate_api, **options).start(["n0", "n1", "n2"], "release", False, resume=first["resume"])
     assert "waiting" not in done and done["released"] == ["n0", "n1"] and done["pending"] == ["n2"]
     # the call that goes on only releases: no new request, nothing planned again
     assert done["added"] == [] and done["requested"] == []
-    assert api.request("n0") is None and api.request("n1") is None and api.request("n2") is not None
-    assert api.write_count > writes
+    assert gate_api.request("n0") is None and gate_api.request("n1") is None and gate_api.request("n2") is not None
+    assert gate_api.write_count > writes
 
 
-def test_the_interrupted_nodes_ready_timeout_counts_from_the_first_call(api: Api) -> None:
-    first_wave(api, "n0")
-    api.set_node_ready("n0", False)
+def test_the_interrupted_nodes_ready_timeout_counts_from_the_first_call(gate_api: Api) -> None:
+    first_wave(gate_api, "n0")
+    gate_api.set_node_ready("n0", False)
     waits, result = calls_until_done(
-        lambda resume: rolling(api, node_ready_timeout=20.0, progress_after=3.0).start(
+        lambda resume: rolling(gate_api, node_ready_timeout=20.0, progress_after=3.0).start(
             ["n0"], "release", False, resume=resume
         )
     )
     assert 3 <= len(waits) <= 10
-    assert result["released"] == [] and api.record()["n0"]["state"] == core.FAILED
-    assert "interrupted, then not Ready in Kubernetes 20s" in api.record()["n0"]["message"]
-    assert api.request("n0") is not None  # left cordoned, for a person
+    assert result["released"] == [] and gate_api.record()["n0"]["state"] == core.FAILED
+    assert "interrupted, then not Ready in Kubernetes 20s" in gate_api.record()["n0"]["message"]
+    assert gate_api.request("n0") is not None  # left cordoned, for a person
 
 
-def test_a_resumed_start_with_interrupted_fail_and_retry_failed_queues_nothing_again(api: Api) -> None:
+def test_a_resumed_start_with_interrupted_fail_and_retry_failed_queues_nothing_again(gate_api: Api) -> None:
     """The call that goes on with a start's wait does not plan again: a node the first call failed (policy fail)
     is not handed back to the queue by retry_failed."""
-    first_wave(api, "n0", "n1")  # the run dies with both maintaining
-    result = rolling(api, progress_after=3.0).start(["n0", "n1"], "fail", True)
+    first_wave(gate_api, "n0", "n1")  # the run dies with both maintaining
+    result = rolling(gate_api, progress_after=3.0).start(["n0", "n1"], "fail", True)
     assert "waiting" not in result and result["interrupted"] == ["n0", "n1"]
-    again = rolling(api, progress_after=3.0).start(
-        ["n0", "n1"], "fail", True, resume={"phase": "interrupted", "since": api.now}
+    again = rolling(gate_api, progress_after=3.0).start(
+        ["n0", "n1"], "fail", True, resume={"phase": "interrupted", "since": gate_api.now}
     )
     assert again["requeued"] == [] and again["released"] == []
-    assert {n: r["state"] for n, r in api.record().items()} == {"n0": "failed", "n1": "failed"}
+    assert {n: r["state"] for n, r in gate_api.record().items()} == {"n0": "failed", "n1": "failed"}

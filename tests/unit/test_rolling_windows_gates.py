@@ -21,7 +21,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
     PODS,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.prometheus import PrometheusError
-from unit.test_engine_maintenance import NOW, NS, nm, node
+from unit.test_engine_maintenance import NOW, NS, nm
 from unit.test_rolling_engine import CFG, RECORD, REQUESTOR, RUN, Api, rolling
 
 # NOW is Friday 2027-01-15 08:00 UTC
@@ -42,14 +42,6 @@ class GateApi(Api):
         return answer
 
 
-@pytest.fixture
-def api() -> GateApi:
-    fake = GateApi()
-    for name in ("n0", "n1", "n2", "n3"):
-        fake.add(NODES, node(name))
-    return fake
-
-
 def pod(name: str, node_name: str, labels: dict[str, str], phase: str = "Running") -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "apps", "labels": labels},
@@ -59,110 +51,110 @@ def pod(name: str, node_name: str, labels: dict[str, str], phase: str = "Running
 
 
 # ============================================================================== windows
-def test_a_start_outside_the_window_changes_nothing_and_says_when_it_opens(api: GateApi) -> None:
-    result = rolling(api, window=CLOSED).start(["n0", "n1"], "release", False)
+def test_a_start_outside_the_window_changes_nothing_and_says_when_it_opens(gate_api: GateApi) -> None:
+    result = rolling(gate_api, window=CLOSED).start(["n0", "n1"], "release", False)
     assert result["changed"] is False and result["pending"] == []
     assert result["stopped"]["reason"] == "window"
     assert result["window"]["opens_at"] == "2027-01-15T10:00+00:00 (UTC)" == result["stopped"]["opens_at"]
     assert "2027-01-15T10:00+00:00 (UTC)" in result["stopped"]["message"]
-    assert api.requests() == [] and api.write_count == 0
-    assert ("configmaps", CFG, RECORD) not in api.objects
+    assert gate_api.requests() == [] and gate_api.write_count == 0
+    assert ("configmaps", CFG, RECORD) not in gate_api.objects
 
 
-def test_next_wave_outside_the_window_gives_the_requests_back_and_keeps_the_nodes_pending(api: GateApi) -> None:
-    rolling(api, window=OPEN).start(["n0", "n1"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)  # the operator prepared one already
-    result = rolling(api, window=CLOSED).next_wave()
+def test_next_wave_outside_the_window_gives_the_requests_back_and_keeps_the_nodes_pending(gate_api: GateApi) -> None:
+    rolling(gate_api, window=OPEN).start(["n0", "n1"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)  # the operator prepared one already
+    result = rolling(gate_api, window=CLOSED).next_wave()
     assert result["wave"] is None and result["done"] is False and result["stopped"]["reason"] == "window"
     assert result["withdrawn"] == ["n0", "n1"] and result["changed"] is True
-    assert api.request("n0") is None and api.request("n1") is None
-    record = api.record()
+    assert gate_api.request("n0") is None and gate_api.request("n1") is None
+    record = gate_api.record()
     assert {n: r["state"] for n, r in record.items()} == {"n0": "pending", "n1": "pending"}
     assert record["n0"]["admitted"] is None and record["n0"]["ready"] is None
     # the same command later, inside the window: start requests them again and the waves go on
-    again = rolling(api, window=OPEN).start(["n0", "n1"], "release", False)
-    assert again["pending"] == ["n0", "n1"] and api.request("n0") is not None
-    api.set_phase("n0", lc.PHASE_READY)
-    api.set_phase("n1", lc.PHASE_READY)
-    assert rolling(api, window=OPEN).next_wave()["nodes"] == ["n0", "n1"]
+    again = rolling(gate_api, window=OPEN).start(["n0", "n1"], "release", False)
+    assert again["pending"] == ["n0", "n1"] and gate_api.request("n0") is not None
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    gate_api.set_phase("n1", lc.PHASE_READY)
+    assert rolling(gate_api, window=OPEN).next_wave()["nodes"] == ["n0", "n1"]
 
 
-def test_the_end_of_the_window_stops_the_run_after_the_wave_in_progress(api: GateApi) -> None:
+def test_the_end_of_the_window_stops_the_run_after_the_wave_in_progress(gate_api: GateApi) -> None:
     """A fake clock: the wave is taken inside the window, its maintenance outlasts the window; finish releases
     it normally and takes no new wave, and the run goes on when the window opens again."""
-    api.tick = 1.0
-    rolling(api, window=OPEN).start(["n0", "n1", "n2"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
-    wave = rolling(api, window=OPEN, gather=0.0).next_wave()
+    gate_api.tick = 1.0
+    rolling(gate_api, window=OPEN).start(["n0", "n1", "n2"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    wave = rolling(gate_api, window=OPEN, gather=0.0).next_wave()
     assert wave["nodes"] == ["n0"]
-    api.set_phase("n1", lc.PHASE_READY)  # the operator prepared the next one meanwhile
-    api.now = NOW + 3600.0  # 09:00: the window closed during the maintenance
-    result = rolling(api, window=OPEN).finish(["n0"], {})
+    gate_api.set_phase("n1", lc.PHASE_READY)  # the operator prepared the next one meanwhile
+    gate_api.now = NOW + 3600.0  # 09:00: the window closed during the maintenance
+    result = rolling(gate_api, window=OPEN).finish(["n0"], {})
     assert result["maintained"] == ["n0"] and result["released"] == ["n0"]
-    following = rolling(api, window=OPEN).next_wave()
+    following = rolling(gate_api, window=OPEN).next_wave()
     assert following["wave"] is None and following["stopped"]["reason"] == "window"
     assert following["stopped"]["opens_at"] == "2027-01-16T08:00+00:00 (UTC)"
     assert following["withdrawn"] == ["n1", "n2"]
-    assert {n: r["state"] for n, r in api.record().items()} == {"n0": "done", "n1": "pending", "n2": "pending"}
-    assert api.requests() == []
+    assert {n: r["state"] for n, r in gate_api.record().items()} == {"n0": "done", "n1": "pending", "n2": "pending"}
+    assert gate_api.requests() == []
     # the next day's window
-    api.now = NOW + 86400.0
-    rolling(api, window=OPEN).start(["n0", "n1", "n2"], "release", False)
-    api.set_phase("n1", lc.PHASE_READY)
-    api.set_phase("n2", lc.PHASE_READY)
-    resumed = rolling(api, window=OPEN).next_wave()
+    gate_api.now = NOW + 86400.0
+    rolling(gate_api, window=OPEN).start(["n0", "n1", "n2"], "release", False)
+    gate_api.set_phase("n1", lc.PHASE_READY)
+    gate_api.set_phase("n2", lc.PHASE_READY)
+    resumed = rolling(gate_api, window=OPEN).next_wave()
     assert resumed["wave"] == 2 and resumed["nodes"] == ["n1", "n2"]
 
 
-def test_with_the_builtin_engine_no_pass_schedules_a_new_node_once_the_window_closed(api: GateApi) -> None:
-    api.add(
+def test_with_the_builtin_engine_no_pass_schedules_a_new_node_once_the_window_closed(gate_api: GateApi) -> None:
+    gate_api.add(
         MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxParallelOperations": 2}}
     )
-    api.tick = 0.0
+    gate_api.tick = 0.0
     reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
     opts: dict[str, Any] = {"engine": "builtin", "reconcile": reconcile, "window": OPEN}
-    rolling(api, **opts).start(["n0"], "release", False)
-    assert rolling(api, **opts).next_wave()["nodes"] == ["n0"]
-    api.add(NODE_MAINTENANCES, nm("other-n2", "n2"))  # someone else's request, with a free slot
-    api.now = NOW + 3600.0
-    result = rolling(api, **opts).finish(["n0"], {})  # its release runs passes: they must schedule nothing
+    rolling(gate_api, **opts).start(["n0"], "release", False)
+    assert rolling(gate_api, **opts).next_wave()["nodes"] == ["n0"]
+    gate_api.add(NODE_MAINTENANCES, nm("other-n2", "n2"))  # someone else's request, with a free slot
+    gate_api.now = NOW + 3600.0
+    result = rolling(gate_api, **opts).finish(["n0"], {})  # its release runs passes: they must schedule nothing
     assert result["released"] == ["n0"]
-    assert "unschedulable" not in api.objects[(NODES.plural, None, "n2")]["spec"]
-    phase = lc.NodeMaintenanceView.from_dict(api.objects[(NODE_MAINTENANCES.plural, NS, "other-n2")]).phase
+    assert "unschedulable" not in gate_api.objects[(NODES.plural, None, "n2")]["spec"]
+    phase = lc.NodeMaintenanceView.from_dict(gate_api.objects[(NODE_MAINTENANCES.plural, NS, "other-n2")]).phase
     assert phase in ("", lc.PHASE_PENDING)
-    stopped = rolling(api, **opts).next_wave()
+    stopped = rolling(gate_api, **opts).next_wave()
     assert stopped["done"] is True  # nothing of ours left; the window matters only for a next wave
     # the same release inside the window schedules the other request as before
-    api.now = NOW
+    gate_api.now = NOW
     opts["window"] = None
-    rolling(api, **opts).start(["n1"], "release", False)
-    assert rolling(api, **opts).next_wave()["nodes"] == ["n1"]
-    assert api.objects[(NODES.plural, None, "n2")]["spec"].get("unschedulable") is True
+    rolling(gate_api, **opts).start(["n1"], "release", False)
+    assert rolling(gate_api, **opts).next_wave()["nodes"] == ["n1"]
+    assert gate_api.objects[(NODES.plural, None, "n2")]["spec"].get("unschedulable") is True
 
 
-def test_with_only_gate_tasks_the_releases_schedule_no_new_node(api: GateApi) -> None:
+def test_with_only_gate_tasks_the_releases_schedule_no_new_node(gate_api: GateApi) -> None:
     """The playbook runs its own gate tasks after finish: its releases must not cordon the next nodes first."""
-    api.add(
+    gate_api.add(
         MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxParallelOperations": 2}}
     )
-    api.tick = 0.0
+    gate_api.tick = 0.0
     reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
     opts: dict[str, Any] = {"engine": "builtin", "reconcile": reconcile, "gates": GateOptions(tasks=True)}
     assert RunOptions(run_id=RUN, requestor=REQUESTOR, namespace=NS, record_namespace=CFG, spec={}, **opts).holds
-    rolling(api, **opts).start(["n0"], "release", False)
-    assert rolling(api, **opts).next_wave()["nodes"] == ["n0"]
-    api.add(NODE_MAINTENANCES, nm("other-n2", "n2"))  # someone else's request, with a free slot
-    assert rolling(api, **opts).finish(["n0"], {})["released"] == ["n0"]
-    assert "unschedulable" not in api.objects[(NODES.plural, None, "n2")]["spec"]
+    rolling(gate_api, **opts).start(["n0"], "release", False)
+    assert rolling(gate_api, **opts).next_wave()["nodes"] == ["n0"]
+    gate_api.add(NODE_MAINTENANCES, nm("other-n2", "n2"))  # someone else's request, with a free slot
+    assert rolling(gate_api, **opts).finish(["n0"], {})["released"] == ["n0"]
+    assert "unschedulable" not in gate_api.objects[(NODES.plural, None, "n2")]["spec"]
 
 
-def test_the_window_closing_while_a_wave_gathers_stops_without_a_wave(api: GateApi) -> None:
-    api.tick = 600.0  # every look at the cluster is ten minutes
-    rolling(api, window=OPEN).start(["n0", "n1"], "release", False)
-    api.set_phase("n0", lc.PHASE_DRAINING)
-    result = rolling(api, window=OPEN, wave_timeout=7200.0).next_wave()
+def test_the_window_closing_while_a_wave_gathers_stops_without_a_wave(gate_api: GateApi) -> None:
+    gate_api.tick = 600.0  # every look at the cluster is ten minutes
+    rolling(gate_api, window=OPEN).start(["n0", "n1"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_DRAINING)
+    result = rolling(gate_api, window=OPEN, wave_timeout=7200.0).next_wave()
     assert result["stopped"]["reason"] == "window" and result["wave"] is None
-    assert api.requests() == [] and api.record()["n0"]["state"] == "pending"
+    assert gate_api.requests() == [] and gate_api.record()["n0"]["state"] == "pending"
 
 
 # ============================================================================== gates
@@ -170,14 +162,14 @@ def gates(**kw: Any) -> GateOptions:
     return GateOptions(**{"timeout": 10.0, "interval": 0.0, **kw})
 
 
-def test_a_blocking_pod_on_a_candidate_node_stops_the_run_naming_it(api: GateApi) -> None:
-    api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
-    api.add(PODS, pod("done-job", "n1", {"block": "yes"}, phase="Succeeded"))
-    api.add(PODS, pod("elsewhere", "n3", {"block": "yes"}))
+def test_a_blocking_pod_on_a_candidate_node_stops_the_run_naming_it(gate_api: GateApi) -> None:
+    gate_api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
+    gate_api.add(PODS, pod("done-job", "n1", {"block": "yes"}, phase="Succeeded"))
+    gate_api.add(PODS, pod("elsewhere", "n3", {"block": "yes"}))
     opts = {"gates": gates(pod_selector="block=yes")}
-    rolling(api, **opts).start(["n0", "n1"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
-    result = rolling(api, **opts).next_wave()
+    rolling(gate_api, **opts).start(["n0", "n1"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(gate_api, **opts).next_wave()
     assert result["stopped"]["reason"] == "gate" and result["wave"] is None
     assert [b["message"] for b in result["stopped"]["blockers"]] == ["pod apps/trainer on n0"]
     assert (
@@ -185,42 +177,42 @@ def test_a_blocking_pod_on_a_candidate_node_stops_the_run_naming_it(api: GateApi
         == (result["stopped"]["blockers"][0])
     )
     assert "pod apps/trainer on n0" in result["stopped"]["message"] and "after 10s" in result["stopped"]["message"]
-    assert api.requests() == []
+    assert gate_api.requests() == []
     # the whole cluster: the pod on n3 (not in the run) blocks too
-    api.objects.pop((PODS.plural, "apps", "trainer"))
-    rolling(api, **opts).start(["n0", "n1"], "release", False)
-    cluster = rolling(api, gates=gates(pod_selector="block=yes", pod_scope="cluster")).next_wave()
+    gate_api.objects.pop((PODS.plural, "apps", "trainer"))
+    rolling(gate_api, **opts).start(["n0", "n1"], "release", False)
+    cluster = rolling(gate_api, gates=gates(pod_selector="block=yes", pod_scope="cluster")).next_wave()
     assert [b["node"] for b in cluster["stopped"]["blockers"]] == ["n3"]
 
 
-def test_a_pod_that_goes_while_the_gate_waits_lets_the_wave_start(api: GateApi) -> None:
-    api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
+def test_a_pod_that_goes_while_the_gate_waits_lets_the_wave_start(gate_api: GateApi) -> None:
+    gate_api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
     opts = {"gates": gates(pod_selector="block=yes", timeout=100.0)}
-    rolling(api, **opts).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
+    rolling(gate_api, **opts).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
 
     def finish_job(fake: Api) -> None:
         if fake.lists > 12:
             fake.objects.pop((PODS.plural, "apps", "trainer"), None)
 
-    api.hooks.append(finish_job)
-    result = rolling(api, **opts).next_wave()
+    gate_api.hooks.append(finish_job)
+    result = rolling(gate_api, **opts).next_wave()
     assert result["nodes"] == ["n0"]
     assert result["gates"]["blocked_by"] == ["pod apps/trainer on n0"] and result["gates"]["checks"] > 1
 
 
-def test_the_pod_gate_looks_only_at_the_nodes_the_next_wave_can_take(api: GateApi) -> None:
+def test_the_pod_gate_looks_only_at_the_nodes_the_next_wave_can_take(gate_api: GateApi) -> None:
     """With the built-in engine and maxParallelOperations 1, the next pass would admit n0 only: a blocking pod
     on n1 does not hold the wave."""
-    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {}})
-    api.tick = 0.0
-    api.add(PODS, pod("trainer", "n1", {"block": "yes"}))
+    gate_api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {}})
+    gate_api.tick = 0.0
+    gate_api.add(PODS, pod("trainer", "n1", {"block": "yes"}))
     reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
     opts: dict[str, Any] = {"engine": "builtin", "reconcile": reconcile, "gates": gates(pod_selector="block=yes")}
-    run = rolling(api, **opts)
+    run = rolling(gate_api, **opts)
     run.start(["n0", "n1"], "release", False)
     assert run.candidates(["n0", "n1"]) == ["n0"]
-    assert rolling(api, **opts).next_wave()["nodes"] == ["n0"]
+    assert rolling(gate_api, **opts).next_wave()["nodes"] == ["n0"]
 
 
 def alerts_of(api: Api, answer: list[dict[str, Any]] | Exception) -> Any:
@@ -237,43 +229,43 @@ FIRING = {"labels": {"alertname": "NodeDown", "severity": "critical", "instance"
 PENDING = {"labels": {"alertname": "DiskFilling", "severity": "warning"}, "state": "pending"}
 
 
-def test_a_firing_alert_blocks_the_wave_and_is_named_with_its_labels(api: GateApi) -> None:
+def test_a_firing_alert_blocks_the_wave_and_is_named_with_its_labels(gate_api: GateApi) -> None:
     opts = {"gates": gates(prometheus_url="http://prom:9090")}
-    rolling(api, **opts).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
-    result = rolling(api, alerts_of(api, [FIRING, PENDING]), **opts).next_wave()
+    rolling(gate_api, **opts).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(gate_api, alerts_of(gate_api, [FIRING, PENDING]), **opts).next_wave()
     assert [b["message"] for b in result["stopped"]["blockers"]] == [
         "alert NodeDown (firing): instance=n7, severity=critical"
     ]
     assert result["stopped"]["blockers"][0]["labels"]["severity"] == "critical"
 
 
-def test_pending_alerts_and_filtered_out_alerts(api: GateApi) -> None:
+def test_pending_alerts_and_filtered_out_alerts(gate_api: GateApi) -> None:
     opts = {"gates": gates(prometheus_url="http://prom:9090", alert_filter="Disk.*", pending_alerts=True)}
-    rolling(api, **opts).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
-    result = rolling(api, alerts_of(api, [FIRING, PENDING]), **opts).next_wave()
+    rolling(gate_api, **opts).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(gate_api, alerts_of(gate_api, [FIRING, PENDING]), **opts).next_wave()
     assert [b["alertname"] for b in result["stopped"]["blockers"]] == ["DiskFilling"]
-    rolling(api, **opts).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
+    rolling(gate_api, **opts).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
     only_firing = {"gates": gates(prometheus_url="http://prom:9090", alert_filter="Disk.*")}
-    assert rolling(api, alerts_of(api, [FIRING, PENDING]), **only_firing).next_wave()["nodes"] == ["n0"]
+    assert rolling(gate_api, alerts_of(gate_api, [FIRING, PENDING]), **only_firing).next_wave()["nodes"] == ["n0"]
 
 
-def test_prometheus_out_of_reach_blocks(api: GateApi) -> None:
+def test_prometheus_out_of_reach_blocks(gate_api: GateApi) -> None:
     opts = {"gates": gates(prometheus_url="http://prom:9090")}
-    rolling(api, **opts).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
+    rolling(gate_api, **opts).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
     down = PrometheusError("Prometheus at http://prom:9090 did not answer (connection refused)")
-    result = rolling(api, alerts_of(api, down), **opts).next_wave()
+    result = rolling(gate_api, alerts_of(gate_api, down), **opts).next_wave()
     assert result["stopped"]["reason"] == "gate"
     assert "did not answer (connection refused); the alert gate blocks" in result["stopped"]["message"]
 
 
-def test_a_failed_user_check_stops_at_once(api: GateApi) -> None:
-    rolling(api).start(["n0"], "release", False)
-    api.set_phase("n0", lc.PHASE_READY)
-    result = rolling(api, gates=gates(check_failure="Check the storage: ceph is HEALTH_WARN")).next_wave()
+def test_a_failed_user_check_stops_at_once(gate_api: GateApi) -> None:
+    rolling(gate_api).start(["n0"], "release", False)
+    gate_api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(gate_api, gates=gates(check_failure="Check the storage: ceph is HEALTH_WARN")).next_wave()
     assert result["stopped"]["reason"] == "gate"
     assert result["stopped"]["blockers"] == [
         {"gate": "tasks", "message": "the gate tasks failed: Check the storage: ceph is HEALTH_WARN"}

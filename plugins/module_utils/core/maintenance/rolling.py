@@ -74,7 +74,7 @@ class NodeRecord:
         out = asdict(self)
         for key in _TIME_FIELDS:
             if out[key] is not None:
-                out[key] = _stamp(out[key])
+                out[key] = rfc3339.milli_time(out[key])
         return out
 
     @classmethod
@@ -177,15 +177,6 @@ def check_capacity(run: RunRecord) -> None:
         )
 
 
-def _stamp(seconds: float) -> str:
-    """RFC 3339 with milliseconds, so that the summary's durations keep their precision."""
-    whole = int(seconds)
-    millis = round((seconds - whole) * 1000)
-    if millis == 1000:
-        whole, millis = whole + 1, 0
-    return f"{rfc3339.format_time(whole)[:-1]}.{millis:03d}Z"
-
-
 @dataclass
 class RunRecord:
     run_id: str
@@ -199,7 +190,7 @@ class RunRecord:
         milliseconds after ``base``), about 110 bytes a node where one object a node took 400."""
         run = {"runID": self.run_id, "requestor": self.requestor}
         if self.started is not None:
-            run["started"] = _stamp(self.started)
+            run["started"] = rfc3339.milli_time(self.started)
         records = [self.nodes[name] for name in sorted(self.nodes)]
         stamps = [[_millis(getattr(r, key)) for key in _TIME_FIELDS] for r in records]
         base = min((ms for row in stamps for ms in row if ms is not None), default=0)

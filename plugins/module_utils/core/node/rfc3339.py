@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Time in one form: every instant core takes or returns is a float of seconds since the epoch (UTC), every
 duration a float of seconds. This module is the one place where those seconds meet the strings of the API: it
-reads RFC 3339 timestamps and writes them as Kubernetes does (whole seconds and a Z), and the MicroTime of
-Leases (six fraction digits).
+reads RFC 3339 timestamps and writes them as Kubernetes does (whole seconds and a Z), the MicroTime of
+Leases (six fraction digits), and the times of the rolling runs' record (three fraction digits).
 
 Pure and standard library only; works on Python 3.9, whose ``datetime.fromisoformat`` takes neither a
 ``Z`` nor a fraction of other than 3 or 6 digits (the node agent runs there). The datetimes below never leave
@@ -141,3 +141,14 @@ def micro_time(seconds: float) -> str:
     digits and a Z, ``seconds`` rounded to the microsecond."""
     utc = _utc(seconds)
     return f"{_whole(utc)}.{utc.microsecond:06d}Z"
+
+
+def milli_time(seconds: float) -> str:
+    """RFC 3339 in UTC with three fraction digits and a Z, ``seconds`` rounded to the millisecond: the times of a
+    rolling run's record (which older releases read back, so the text must not change), whose summary's durations
+    keep their precision."""
+    whole = math.floor(seconds)
+    millis = round((seconds - whole) * 1000)
+    if millis == 1000:
+        whole, millis = whole + 1, 0
+    return f"{_whole(_utc(whole))}.{millis:03d}Z"
