@@ -115,7 +115,9 @@ options:
 notes:
   - The connection options have the names and environment variables of C(kubernetes.core), so the same
     C(module_defaults) values and AWX/AAP credentials work. Set them once for every module of this
-    collection with C(module_defaults) and the action group C(group/nodeops.maintenance.k8s).
+    collection with C(module_defaults) and the action group C(group/nodeops.maintenance.k8s), which also reaches
+    the modules of C(kubernetes.core)'s C(k8s) group. The connection options set for C(group/kubernetes.core.k8s)
+    or C(group/k8s) reach the modules too, where neither the task nor C(group/nodeops.maintenance.k8s) sets them.
   - Options given to the task win over the environment variables.
 requirements:
   - kubernetes >= 24.2.0 (the official Python client)

@@ -1,11 +1,12 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The action of a module that hands a long wait back (``progress_after``): it runs the module, and while the
-module's result carries ``resume``, prints what it waits for and runs the module again
-with ``resume``, so that one task waits to the end with a line at least every ``progress_after`` seconds.
+module's result carries ``resume``, prints what it waits for and runs the module again with ``resume``, so that
+one task waits to the end with a line at least every ``progress_after`` seconds.
 
-The task's result is the calls' results combined (``combine``): by default the last one, ``changed`` when any call
-changed something, and the warnings and deprecations of every call."""
+The module gets the connection settings of kubernetes.core's module_defaults groups as defaults
+(``k8s_defaults.py``). The task's result is the calls' results combined (``combine``): by default the last one,
+``changed`` when any call changed something, and the warnings and deprecations of every call."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils.k8s_defaults import with_connection_defaults
 
 display = Display()
 
@@ -44,7 +46,7 @@ class ProgressAction(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         super().run(tmp, task_vars)
-        args = dict(self._task.args)
+        args = with_connection_defaults(self, self._task.args)
         result = self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
         calls = 1
         while "resume" in result and not result.get("failed") and calls < MAX_CALLS:

@@ -14,20 +14,30 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progres
 
 
 class Task:
-    def __init__(self, args: dict[str, Any]) -> None:
+    def __init__(self, args: dict[str, Any], module_defaults: list[dict[str, Any]] | None = None) -> None:
         self.args = args
+        self.module_defaults = module_defaults or []
 
     def get_name(self) -> str:
         return "Run the reconcile pass"
 
 
+class Templar:
+    def template(self, value: Any) -> Any:
+        return value
+
+
 def run(
-    monkeypatch: pytest.MonkeyPatch, args: dict[str, Any], answers: list[dict[str, Any]]
+    monkeypatch: pytest.MonkeyPatch,
+    args: dict[str, Any],
+    answers: list[dict[str, Any]],
+    module_defaults: list[dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     calls: list[dict[str, Any]] = []
     lines: list[str] = []
     plugin = action.ActionModule.__new__(action.ActionModule)
-    plugin._task = Task(args)  # type: ignore[assignment]
+    plugin._task = Task(args, module_defaults)  # type: ignore[assignment]
+    plugin._templar = Templar()  # type: ignore[assignment]
 
     def execute_module(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
         assert module_name == "nodeops.maintenance.maintenance_reconcile"
@@ -94,3 +104,11 @@ def test_a_failure_after_a_hand_back_keeps_the_passes_before_it(monkeypatch: pyt
     assert len(calls) == 2 and len(lines) == 1
     assert result["failed"] is True and result["passes"] == 3 and result["scheduled"] == ["ns/a"]
     assert result["changed"] is True
+
+
+def test_every_call_gets_the_connection_settings_of_kubernetes_core_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    defaults = [{"group/kubernetes.core.k8s": {"kubeconfig": "/theirs", "context": "theirs", "wait": True}}]
+    answers = [handed_back(1, "1 pass(es) so far"), {**passes(1), "settled": True}]
+    _result, calls, _lines = run(monkeypatch, {"until_settled": True, "context": "mine"}, answers, defaults)
+    assert [(c["kubeconfig"], c["context"]) for c in calls] == [("/theirs", "mine")] * 2
+    assert all("wait" not in c for c in calls)

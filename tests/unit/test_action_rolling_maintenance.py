@@ -15,8 +15,9 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progres
 
 
 class Task:
-    def __init__(self, args: dict[str, Any]) -> None:
+    def __init__(self, args: dict[str, Any], module_defaults: list[dict[str, Any]] | None = None) -> None:
         self.args = args
+        self.module_defaults = module_defaults or []
 
     def get_name(self) -> str:
         return "Release the wave's nodes and wait for the next wave"

@@ -1,0 +1,10 @@
+# Copyright (c) nodeops.maintenance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The action of nodeops.maintenance.apply: Ansible's own, with the connection settings of kubernetes.core's
+module_defaults groups as defaults (plugin_utils/k8s_defaults.py)."""
+
+from __future__ import annotations
+
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils.k8s_defaults import K8sAction as ActionModule
+
+__all__ = ["ActionModule"]
