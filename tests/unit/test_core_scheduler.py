@@ -175,6 +175,14 @@ def test_node_without_ready_condition_counts_as_ready() -> None:
         {"metadata": {"name": "y"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
     )
     assert not not_ready.available
+    # the first Ready condition counts, as everywhere in the collection (core/node/nodes.py)
+    twice = NodeState.from_dict(
+        {
+            "metadata": {"name": "z"},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Ready", "status": "True"}]},
+        }
+    )
+    assert not twice.available
 
 
 # -- ranking ------------------------------------------------------------------------------------

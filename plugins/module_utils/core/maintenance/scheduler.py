@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 from ..intorpercent import parse, scaled
 from ..node import rfc3339
 from ..node.errors import NodeopsError
+from ..node.nodes import node_ready
 
 _T = TypeVar("_T")
 
@@ -128,10 +129,8 @@ class NodeState:
         conditions = status.get("conditions") or ()
         if not isinstance(conditions, (list, tuple)):
             _list(conditions, f"Node {name}: status.conditions")
-        ready = True
-        for condition in conditions:
-            if isinstance(condition, _MAPS) and condition.get("type") == "Ready":
-                ready = condition.get("status") == "True"
+        # a node without a Ready condition is available (as upstream counts it)
+        ready = node_ready(obj, missing=True)
         return _build(cls, name=name, unschedulable=bool(unschedulable), ready=ready)
 
 

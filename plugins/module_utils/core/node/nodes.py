@@ -32,6 +32,9 @@ def remediation_node(remediation: Mapping[str, Any]) -> str:
     return str(annotations.get(NODE_NAME_ANNOTATION) or meta.get("name", ""))
 
 
-def node_ready(node: Mapping[str, Any]) -> bool:
-    """Whether the Node's Ready condition is True."""
-    return status_of(node, "Ready") == "True"
+def node_ready(node: Mapping[str, Any], missing: bool = False) -> bool:
+    """Whether the Node's (first) Ready condition is True; a Node without one counts as ``missing``: not Ready for
+    health and readiness waits, Ready for the maintenance scheduler's availability (as the NVIDIA operator counts
+    it)."""
+    status = status_of(node, "Ready")
+    return missing if status is None else status == "True"
