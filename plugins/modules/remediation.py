@@ -81,6 +81,24 @@ options:
       - V(0) makes one pass and returns; the next run continues.
     type: float
     default: 0
+  progress_after:
+    description:
+      - With O(settle_timeout), print what the objects wait for (each one's phase and when its next step is due) at
+        least every this many seconds. The task still waits to the end, and O(settle_timeout) counts from its start.
+      - The module hands its wait back to the task's action every this many seconds, which prints the line and runs
+        it again with O(resume). V(0) waits in one call, without a line.
+    type: float
+    default: 0
+  resume:
+    description:
+      - Set by the task's action itself to go on with a wait that the module handed back (see O(progress_after)).
+        There is no need to set it in a task.
+    type: dict
+    suboptions:
+      since:
+        description: When the task's first run began, in seconds since the epoch.
+        type: float
+        required: true
   events:
     description:
       - Record events on the C(SelfNodeRemediation) objects.
@@ -154,10 +172,11 @@ EXAMPLES = r"""
   nodeops.maintenance.remediation:
     config_namespace: nodeops-maintenance
 
-- name: Remediate and wait up to 5 minutes for the safe time and the recovery
+- name: Remediate and wait up to 5 minutes for the safe time and the recovery, with a line a minute
   nodeops.maintenance.remediation:
     namespace: nodeops-maintenance
     settle_timeout: 300
+    progress_after: 60
   register: remediation
 
 - name: What the next step would be
@@ -282,17 +301,21 @@ waiting:
   sample: [nodeops-maintenance/worker-3]
 """
 
+import time
 from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
+    Outcome,
     RemediationManager,
     offline_outcomes,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import snapshot
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
+
+NAMES_SHOWN = 5  # objects a progress line names
 
 OFFLINE_KINDS = {
     "remediations": "SelfNodeRemediation",
@@ -349,6 +372,8 @@ def main() -> None:
             "config_namespace": {"type": "str"},
             "watchdog_timeout": {"type": "float"},
             "settle_timeout": {"type": "float", "default": 0},
+            "progress_after": {"type": "float", "default": 0},
+            "resume": {"type": "dict", "options": {"since": {"type": "float", "required": True}}},
             "events": {"type": "bool", "default": True},
             **{option: {"type": "list", "elements": "dict"} for option in OFFLINE_KINDS},
             "snapshot": {"type": "list", "elements": "path"},
@@ -370,6 +395,10 @@ def main() -> None:
             )
     if params["settle_timeout"] < 0:
         module.fail_json(msg="settle_timeout: give 0 or more seconds.")
+    if params["progress_after"] < 0:
+        module.fail_json(msg="progress_after: give 0 (no line) or more seconds.")
+    now = time.time()
+    since = min(float((params["resume"] or {}).get("since", now)), now)  # a time from the future is taken as now
     manager = RemediationManager(
         module.client,
         check_mode=module.check_mode,
@@ -378,7 +407,12 @@ def main() -> None:
         watchdog_timeout=params["watchdog_timeout"],
     )
     try:
-        outcomes = manager.run(params["namespace"], params["name"], params["settle_timeout"])
+        outcomes = manager.run(
+            params["namespace"],
+            params["name"],
+            max(0.0, params["settle_timeout"] - (now - since)),
+            hand_back_after=params["progress_after"],
+        )
     except NodeopsError as exc:  # a K8sError with its reason and status, or a configuration it cannot use
         for warning in manager.warnings:
             module.warn(warning)
@@ -396,7 +430,30 @@ def main() -> None:
         )
     for warning in manager.warnings:
         module.warn(warning)
+    if manager.handed_back:  # the wait goes on in the next call of the task's action
+        result["progress"] = progress(outcomes, since, time.time(), params["settle_timeout"])
+        result["resume"] = {"since": since}
     module.exit_json(**result)
+
+
+def progress(outcomes: list[Outcome], since: float, now: float, timeout: float) -> dict[str, Any]:
+    """What a wait handed back waits for, for the line the task's action prints."""
+    waiting = [o for o in outcomes if o.wait_until is not None and o.phase != "Deleted"]
+    shown = [
+        f"{o.namespace}/{o.name} on {o.node} ({o.phase or 'new'}, {o.code or 'waiting'}, next look in "
+        f"{max(0.0, (o.wait_until or now) - now):.0f}s)"
+        for o in waiting[:NAMES_SHOWN]
+    ]
+    if len(waiting) > NAMES_SHOWN:
+        shown.append("...")
+    waited = max(0.0, now - since)
+    return {
+        "since": since,
+        "waited": round(waited, 1),
+        "timeout": timeout,
+        "message": f"{len(waiting)} remediation(s) waiting: {'; '.join(shown)} "
+        f"(waiting {waited:.0f}s of at most {timeout:g}s)",
+    }
 
 
 if __name__ == "__main__":

@@ -225,11 +225,17 @@ def test_dead_node_is_fenced_then_its_workloads_run_elsewhere(
     assert again.result["remediations"][0]["pods_deleted"] == []
     assert {p.metadata.uid for p in pod_of(core, ns, "db")} == {old["db"].metadata.uid}
 
-    done = run_module("remediation", {**auth, "namespace": ns, "settle_timeout": 150}, timeout=200)
+    # the wait for the safe time, with a progress line at least every 10 s, in one task
+    done = run_module(
+        "remediation", {**auth, "namespace": ns, "settle_timeout": 150, "progress_after": 10}, timeout=200
+    )
     assert not done.failed, done.result
     [outcome] = done.result["remediations"]
     assert outcome["phase"] == "Fencing-Completed", outcome
     assert time.time() >= assumed
+    lines = [line for line in done.stdout.splitlines() if "1 remediation(s) waiting: " in line]
+    assert lines and all(f"{ns}/{dead} on {dead} (Pre-Reboot-Completed" in line for line in lines), done.stdout
+    assert "progress" not in done.result and "resume" not in done.result
 
     db = kwok.wait_until(lambda: ready_on(core, ns, "db", None, dead), 60, "db pod Running elsewhere")
     web = kwok.wait_until(lambda: ready_on(core, ns, "web", None, dead), 60, "web pod Running elsewhere")

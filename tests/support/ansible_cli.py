@@ -19,6 +19,7 @@ class ModuleRun:
     rc: int
     result: dict[str, Any]
     stderr: str
+    stdout: str = ""  # what the action printed besides the result (the progress of long waits)
 
     @property
     def failed(self) -> bool:
@@ -66,4 +67,4 @@ def run_module(
         raise AssertionError(
             f"no JSON result from {cmd}: rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
         ) from exc
-    return ModuleRun(proc.returncode, result, proc.stderr)
+    return ModuleRun(proc.returncode, result, proc.stderr, proc.stdout)

@@ -676,3 +676,53 @@ def test_offline_input_that_is_not_an_object_is_named(broken: dict[str, Any], me
         engine.offline_outcomes([broken], [], [], [], [], "v1.36.3", T0, set())
     with pytest.raises(engine.RemediationInputError, match=r"nodes\[0\]: not a Kubernetes object"):
         engine.offline_outcomes([], ["w1"], [], [], [], "v1.36.3", T0, set())  # type: ignore[list-item]
+
+
+def test_a_run_hands_its_wait_back_after_the_given_time_and_the_next_goes_on() -> None:
+    """hand_back_after: a run that waits (here for a node Lease another run holds) stops after that many seconds
+    of its own, never sleeping past it; a run with the time left then goes on and gets the node."""
+    fake = FakeClient(objects())
+    other = Lease(fake, "nodeops-remediation-w1", "ops", "other-run")  # type: ignore[arg-type]
+    assert other.try_acquire()
+    manager = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    monotonic = [0.0]
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        monotonic[0] += seconds
+
+    [busy] = manager.run("ops", None, wait_timeout=60, sleep=sleep, hand_back_after=5, clock=lambda: monotonic[0])
+    assert manager.handed_back and busy.code == "Busy"
+    assert sum(pauses) == pytest.approx(5.0) and all(p <= 2.0 for p in pauses), pauses
+    other.release()
+    [done] = manager.run("ops", None, wait_timeout=55, sleep=sleep, hand_back_after=5, clock=lambda: monotonic[0])
+    assert not manager.handed_back and done.phase == "Pre-Reboot-Completed"
+
+
+def test_outcomes_merged_as_dicts_add_up_as_the_runs_do() -> None:
+    before = {
+        "phase_before": "Fencing-Started",
+        "phase": "A",
+        "changed": True,
+        "pods_deleted": ["ns/a"],
+        "events": [{"reason": "X"}],
+        "rereads": 1,
+        "steps": [{"code": "c1"}],
+        "safe_time": {"seconds": 5},
+    }
+    after = {
+        "phase_before": "A",
+        "phase": "B",
+        "changed": False,
+        "pods_deleted": ["ns/b"],
+        "events": [{"reason": "X"}, {"reason": "Y"}],
+        "rereads": 2,
+        "steps": [{"code": "c2"}],
+        "safe_time": None,
+    }
+    merged = engine.merge_outcomes(before, after)
+    assert merged["phase_before"] == "Fencing-Started" and merged["phase"] == "B" and merged["changed"] is True
+    assert merged["pods_deleted"] == ["ns/a", "ns/b"] and merged["events"] == [{"reason": "X"}, {"reason": "Y"}]
+    assert merged["rereads"] == 3 and merged["steps"] == [{"code": "c1"}, {"code": "c2"}]
+    assert merged["safe_time"] == {"seconds": 5}

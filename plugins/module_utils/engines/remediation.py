@@ -26,7 +26,7 @@ import contextlib
 import copy
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from ..core.node import rfc3339
@@ -295,6 +295,8 @@ class RemediationManager:
         self.ignored: set[str] = set()
         #: what went wrong beside the steps (a node Lease renewal the API did not answer)
         self.warnings: list[str] = []
+        #: whether the last run stopped at its hand_back_after, with objects still waiting
+        self.handed_back = False
         #: the events recorded in this run (namespace, name, reason, message): each once per run
         self._emitted: set[tuple[str, str, str, str]] = set()
 
@@ -578,11 +580,20 @@ class RemediationManager:
 
     # -- runs -------------------------------------------------------------------------------
     def run(
-        self, namespace: str | None, name: str | None, wait_timeout: float, sleep: Callable[[float], None] = time.sleep
+        self,
+        namespace: str | None,
+        name: str | None,
+        wait_timeout: float,
+        sleep: Callable[[float], None] = time.sleep,
+        hand_back_after: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> list[Outcome]:
-        """Passes over every object until none waits for something within ``wait_timeout`` seconds."""
-        start = time.monotonic()
+        """Passes over every object until none waits for something within ``wait_timeout`` seconds; with
+        ``hand_back_after`` > 0, stops after that many seconds of this call instead, with ``handed_back`` set (the
+        next run goes on with the time left)."""
+        start = clock()
         merged: dict[tuple[str, str], Outcome] = {}
+        self.handed_back = False
         while True:
             for snr in self.objects(namespace, name):
                 out = self.run_one(snr)
@@ -595,33 +606,48 @@ class RemediationManager:
             waits = [o.wait_until for o in merged.values() if o.wait_until is not None and o.phase != "Deleted"]
             if not waits:
                 break
-            left = wait_timeout - (time.monotonic() - start)
+            elapsed = clock() - start
+            left = wait_timeout - elapsed
             pause = max(0.0, min(waits) - self.now())
             if left <= 0 or pause > left:
                 break
-            sleep(min(max(pause, 0.2), left))
+            pause = min(max(pause, 0.2), left)
+            if hand_back_after > 0:
+                if elapsed >= hand_back_after:
+                    self.handed_back = True
+                    break
+                pause = min(pause, hand_back_after - elapsed)
+            sleep(pause)
         return sorted(merged.values(), key=lambda o: (o.namespace, o.name))
 
 
-def _merge(before: Outcome, after: Outcome) -> Outcome:
-    if after.code == "Busy":  # this pass did nothing for it: what an earlier pass found still holds
-        after.strategy = after.strategy or before.strategy
-        after.time_assumed_rebooted = after.time_assumed_rebooted or before.time_assumed_rebooted
-        after.phase = after.phase or before.phase
-    after.phase_before = before.phase_before
-    after.changed = after.changed or before.changed
-    after.safe_time = after.safe_time or before.safe_time
-    after.pods_deleted = before.pods_deleted + after.pods_deleted
-    after.pods_already_gone = before.pods_already_gone + after.pods_already_gone
-    after.attachments_deleted = before.attachments_deleted + after.attachments_deleted
-    after.taints_added = before.taints_added + after.taints_added
-    after.taints_removed = before.taints_removed + after.taints_removed
-    after.events = before.events + [e for e in after.events if e not in before.events]
-    after.rereads += before.rereads
-    after.steps = before.steps + [
-        s for s in after.steps if s.get("code") != Code.WAITING_SAFE_TIME or s["status_update"]
+# What accumulates when the outcomes of one object in two passes (or two runs of a task) are merged.
+ACCUMULATED = ("pods_deleted", "pods_already_gone", "attachments_deleted", "taints_added", "taints_removed")
+
+
+def merge_outcomes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """One object's outcome over two passes, as dicts (``Outcome`` fields, or its ``as_dict``): what the later pass
+    found, what either did, the phase the earlier one started from."""
+    merged = dict(after)
+    if after.get("code") == "Busy":  # this pass did nothing for it: what an earlier pass found still holds
+        for key in ("strategy", "time_assumed_rebooted", "phase"):
+            merged[key] = after.get(key) or before.get(key)
+    merged["phase_before"] = before.get("phase_before")
+    merged["changed"] = bool(after.get("changed") or before.get("changed"))
+    merged["safe_time"] = after.get("safe_time") or before.get("safe_time")
+    for key in ACCUMULATED:
+        merged[key] = list(before.get(key) or []) + list(after.get(key) or [])
+    events = list(before.get("events") or [])
+    merged["events"] = events + [e for e in after.get("events") or [] if e not in events]
+    merged["rereads"] = int(before.get("rereads") or 0) + int(after.get("rereads") or 0)
+    merged["steps"] = list(before.get("steps") or []) + [
+        s for s in after.get("steps") or [] if s.get("code") != Code.WAITING_SAFE_TIME or s.get("status_update")
     ]
-    return after
+    return merged
+
+
+def _merge(before: Outcome, after: Outcome) -> Outcome:
+    return Outcome(**merge_outcomes(asdict(before), asdict(after)))
 
 
 def _add_finalizer(obj: dict[str, Any]) -> dict[str, Any]:
