@@ -27,8 +27,8 @@ class ActionModule(ProgressAction):
         combined = dict(result)
         if "finished" in so_far and "finished" not in result and not result.get("failed"):
             combined["finished"] = so_far["finished"]  # the wave's outcome, from the finish before the next_wave
-        if so_far.get("resume", {}).get("phase") == "interrupted" and not result.get("failed"):
+        if so_far.get("resume", {}).get("phase") == "interrupted":  # also when the release then failed
             for key in START_KEYS:
-                if key in so_far:
+                if key in so_far and (not result.get("failed") or key not in result):
                     combined[key] = so_far[key]
         return combined

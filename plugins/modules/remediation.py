@@ -99,6 +99,12 @@ options:
         description: When the task's first run began, in seconds since the epoch.
         type: float
         required: true
+      emitted:
+        description: The events the task's earlier calls recorded (namespace, name, reason, message), each once
+          per task.
+        type: list
+        elements: dict
+        default: []
   events:
     description:
       - Record events on the C(SelfNodeRemediation) objects.
@@ -373,7 +379,13 @@ def main() -> None:
             "watchdog_timeout": {"type": "float"},
             "settle_timeout": {"type": "float", "default": 0},
             "progress_after": {"type": "float", "default": 0},
-            "resume": {"type": "dict", "options": {"since": {"type": "float", "required": True}}},
+            "resume": {
+                "type": "dict",
+                "options": {
+                    "since": {"type": "float", "required": True},
+                    "emitted": {"type": "list", "elements": "dict", "default": []},
+                },
+            },
             "events": {"type": "bool", "default": True},
             **{option: {"type": "list", "elements": "dict"} for option in OFFLINE_KINDS},
             "snapshot": {"type": "list", "elements": "path"},
@@ -406,6 +418,7 @@ def main() -> None:
         config_namespace=params["config_namespace"],
         watchdog_timeout=params["watchdog_timeout"],
     )
+    manager.emitted = (params["resume"] or {}).get("emitted") or []  # each event once per task, over its calls
     try:
         outcomes = manager.run(
             params["namespace"],
@@ -432,7 +445,7 @@ def main() -> None:
         module.warn(warning)
     if manager.handed_back:  # the wait goes on in the next call of the task's action
         result["progress"] = progress(outcomes, since, time.time(), params["settle_timeout"])
-        result["resume"] = {"since": since}
+        result["resume"] = {"since": since, "emitted": manager.emitted}
     module.exit_json(**result)
 
 

@@ -289,6 +289,10 @@ options:
       wave:
         description: With V(ready), the wave whose nodes the wait is for.
         type: int
+      nodes:
+        description: With V(interrupted), the nodes the wait is for (whatever the targets are by then).
+        type: list
+        elements: str
 notes:
   - The run's record is a ConfigMap; the identity running the playbook needs to get, create and update ConfigMaps
     in O(config_namespace), besides what M(nodeops.maintenance.node_maintenance) needs.
@@ -619,6 +623,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
             "phase": {"type": "str", "choices": list(WAIT_PHASES), "required": True},
             "since": {"type": "float", "required": True},
             "wave": {"type": "int"},
+            "nodes": {"type": "list", "elements": "str"},
         },
     },
 }

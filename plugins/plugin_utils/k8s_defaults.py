@@ -11,7 +11,7 @@ are taken, so nothing meant for kubernetes.core's modules alone reaches these.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible.plugins.action.normal import ActionModule as NormalAction
@@ -43,32 +43,61 @@ CONNECTION_OPTIONS = frozenset(
 )
 
 
-def kubernetes_core_defaults(module_defaults: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+# kubernetes.core's aliases of the connection options (the modules take them too), by the option they stand for.
+ALIASES = {
+    "verify_ssl": "validate_certs",
+    "ssl_ca_cert": "ca_cert",
+    "cert_file": "client_cert",
+    "key_file": "client_key",
+}
+# What ansible-core puts where a template said ``omit``; 2.16 to 2.18 template module_defaults before the action
+# runs and leave it in them (only a task's own arguments lose it).
+OMIT_PREFIX = "__omit_place_holder__"
+
+
+def kubernetes_core_defaults(
+    module_defaults: Sequence[Mapping[str, Any]] | None, resolve: Callable[[Any], Any] = lambda value: value
+) -> dict[str, Any]:
     """The connection options that ``module_defaults`` (a task's: the play's first, the innermost block's or the
-    task's last) set for kubernetes.core's groups; the later setting of an option wins, kubernetes.core's own
-    group over ansible-core's legacy one."""
-    found: dict[str, Any] = {}
+    task's last) set for kubernetes.core's groups, by their own names (an alias stands for its option). The entries
+    are merged as Ansible merges them (a later entry's group replaces an earlier one's), kubernetes.core's own group
+    wins over ansible-core's legacy one, and ``resolve`` templates a group given as a template."""
+    merged: dict[str, Any] = {}
     for entry in module_defaults or ():
-        for group in KUBERNETES_CORE_GROUPS:
-            settings = entry.get(group) if isinstance(entry, Mapping) else None
-            if isinstance(settings, Mapping):
-                found.update((k, v) for k, v in settings.items() if k in CONNECTION_OPTIONS)
+        if isinstance(entry, Mapping):
+            merged.update(entry)
+    found: dict[str, Any] = {}
+    for group in KUBERNETES_CORE_GROUPS:
+        settings = merged.get(group)
+        if isinstance(settings, str):
+            settings = resolve(settings)
+        if isinstance(settings, Mapping):
+            for key, value in settings.items():
+                option = ALIASES.get(key, key)
+                if option in CONNECTION_OPTIONS:
+                    found[option] = value
     return found
 
 
-def with_connection_defaults(action: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+def with_connection_defaults(
+    action: Any, args: Mapping[str, Any], task_vars: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """``args`` (a task's, with this collection's module_defaults applied) with the connection options that only
     kubernetes.core's groups set added; ``action`` is the task's action plugin (for its task and templar)."""
-    defaults = kubernetes_core_defaults(action._task.module_defaults)
-    missing = {k: v for k, v in defaults.items() if k not in args}
+    defaults = kubernetes_core_defaults(action._task.module_defaults, lambda value: action._templar.template(value))
+    given = {ALIASES.get(key, key) for key in args}
+    missing = {k: v for k, v in defaults.items() if k not in given}
     if not missing:
         return dict(args)
-    return {**action._templar.template(missing), **args}
+    omit = (task_vars or {}).get("omit")
+    resolved = action._templar.template(missing)
+    kept = {k: v for k, v in resolved.items() if not (isinstance(v, str) and (v == omit or v.startswith(OMIT_PREFIX)))}
+    return {**kept, **args}
 
 
 class K8sAction(NormalAction):
     """The action of a module that talks to the API: Ansible's own, with the connection defaults above."""
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        self._task.args = with_connection_defaults(self, self._task.args)
+        self._task.args = with_connection_defaults(self, self._task.args, task_vars)
         return super().run(tmp, task_vars)

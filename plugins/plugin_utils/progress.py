@@ -14,7 +14,10 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils.k8s_defaults import with_connection_defaults
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils.k8s_defaults import (
+    K8sAction,
+    with_connection_defaults,
+)
 
 display = Display()
 
@@ -25,9 +28,9 @@ MAX_CALLS = 10_000
 NOTICES = ("warnings", "deprecations")
 
 
-class ProgressAction(ActionBase):
+class ProgressAction(K8sAction):
     """Subclasses name their ``MODULE`` and may change how the next call's arguments are made (``again``) and how
-    the results add up (``combine``)."""
+    the results add up (``combine``). A task run with ``async`` makes one call, as Ansible's own action does."""
 
     TRANSFERS_FILES = False
     MODULE = ""
@@ -45,8 +48,12 @@ class ProgressAction(ActionBase):
         return result
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        super().run(tmp, task_vars)
-        args = with_connection_defaults(self, self._task.args)
+        if self._task.async_val:  # one call in the background, which waits to the end without a line
+            if "progress_after" in self._task.args:
+                self._task.args = {**self._task.args, "progress_after": 0}
+            return super().run(tmp, task_vars)
+        ActionBase.run(self, tmp, task_vars)  # its checks and set-up, not the one call of Ansible's own action
+        args = with_connection_defaults(self, self._task.args, task_vars)
         result = self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
         calls = 1
         while "resume" in result and not result.get("failed") and calls < MAX_CALLS:
@@ -57,9 +64,14 @@ class ProgressAction(ActionBase):
             combined = self.combine(result, following)
             combined["changed"] = bool(result.get("changed")) or bool(following.get("changed"))
             for key in NOTICES:
-                notices = list(result.get(key) or []) + list(following.get(key) or [])
+                notices = list(result.get(key) or [])
+                notices += [n for n in following.get(key) or [] if n not in notices]  # a call's repeats once
                 if notices:
                     combined[key] = notices
             result = combined
-        result.pop("resume", None)  # a wait that went past MAX_CALLS: nothing goes on with it
+        if "resume" in result:  # still waiting after MAX_CALLS calls: nothing goes on with it
+            del result["resume"]
+            result.update(
+                failed=True, msg=f"The wait was handed back {MAX_CALLS} times and still goes on; it stops here."
+            )
         return result

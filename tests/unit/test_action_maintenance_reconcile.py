@@ -14,6 +14,8 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progres
 
 
 class Task:
+    async_val = 0
+
     def __init__(self, args: dict[str, Any], module_defaults: list[dict[str, Any]] | None = None) -> None:
         self.args = args
         self.module_defaults = module_defaults or []
@@ -112,3 +114,11 @@ def test_every_call_gets_the_connection_settings_of_kubernetes_core_groups(monke
     _result, calls, _lines = run(monkeypatch, {"until_settled": True, "context": "mine"}, answers, defaults)
     assert [(c["kubeconfig"], c["context"]) for c in calls] == [("/theirs", "mine")] * 2
     assert all("wait" not in c for c in calls)
+
+
+def test_a_wait_that_never_ends_fails_the_task_after_the_last_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "MAX_CALLS", 3)
+    answers = [handed_back(1, f"{n} pass(es) so far") for n in range(1, 4)]
+    result, calls, lines = run(monkeypatch, {"until_settled": True}, answers)
+    assert len(calls) == 3 and len(lines) == 2
+    assert result["failed"] is True and "handed back 3 times" in result["msg"] and "resume" not in result

@@ -13,6 +13,8 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progres
 
 
 class Task:
+    async_val = 0
+
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = args
         self.module_defaults: list[dict[str, Any]] = []

@@ -15,6 +15,8 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progres
 
 
 class Task:
+    async_val = 0
+
     def __init__(self, args: dict[str, Any], module_defaults: list[dict[str, Any]] | None = None) -> None:
         self.args = args
         self.module_defaults = module_defaults or []

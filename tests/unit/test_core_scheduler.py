@@ -183,6 +183,9 @@ def test_node_without_ready_condition_counts_as_ready() -> None:
         }
     )
     assert not twice.available
+    # a Ready condition without a status is not a missing one
+    blank = NodeState.from_dict({"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready"}]}})
+    assert not blank.available
 
 
 # -- ranking ------------------------------------------------------------------------------------

@@ -726,3 +726,24 @@ def test_outcomes_merged_as_dicts_add_up_as_the_runs_do() -> None:
     assert merged["pods_deleted"] == ["ns/a", "ns/b"] and merged["events"] == [{"reason": "X"}, {"reason": "Y"}]
     assert merged["rereads"] == 3 and merged["steps"] == [{"code": "c1"}, {"code": "c2"}]
     assert merged["safe_time"] == {"seconds": 5}
+
+
+def test_the_events_of_earlier_calls_are_not_recorded_again() -> None:
+    """A task that goes on with a wait over several calls records each event once: the next call's manager takes the
+    events of the earlier ones (the module carries them in resume)."""
+    fake = FakeClient(objects())
+    w1 = fake.store[("nodes", "", "w1")]
+    w1["metadata"]["labels"] = {**w1["metadata"]["labels"], "remediation.medik8s.io/exclude-from-remediation": "true"}
+    first = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    first.run("ops", None, wait_timeout=0)
+    skipped = [w for w in fake.writes if w[:2] == ("event", "RemediationSkipped")]
+    assert skipped == [("event", "RemediationSkipped", "w1")] and first.emitted
+    carried = first.emitted
+    assert {e["reason"] for e in carried} >= {"RemediationSkipped"} and all(e["name"] == "w1" for e in carried)
+    second = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    second.emitted = carried
+    second.run("ops", None, wait_timeout=0)
+    assert [w for w in fake.writes if w[:2] == ("event", "RemediationSkipped")] == skipped  # not again
+    fresh = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
+    fresh.run("ops", None, wait_timeout=0)  # a new task records it again
+    assert len([w for w in fake.writes if w[:2] == ("event", "RemediationSkipped")]) == 2

@@ -41,7 +41,7 @@ def test_only_connection_options_of_kubernetes_core_groups_are_taken() -> None:
             "group/community.general.other": {"host": "https://other"},
         }
     ]
-    args = k8s_defaults.with_connection_defaults(Action(defaults), {"name": "gpu-07"})
+    args = k8s_defaults.with_connection_defaults(Action(defaults), {"name": "gpu-07"}, {})
     # kubernetes.core's own group wins over the legacy one; "wait" is not a connection option
     assert args == {"kubeconfig": "/from/a/var", "context": "legacy", "validate_certs": False, "name": "gpu-07"}
 
@@ -49,18 +49,45 @@ def test_only_connection_options_of_kubernetes_core_groups_are_taken() -> None:
 def test_the_tasks_arguments_and_this_collections_group_win() -> None:
     defaults = [{"group/kubernetes.core.k8s": {"host": "https://theirs", "api_key": "t", "context": "c"}}]
     # what the task's arguments hold by the time the action runs: its own and this collection's group's defaults
-    args = k8s_defaults.with_connection_defaults(Action(defaults), {"host": "https://ours", "api_key": None})
+    args = k8s_defaults.with_connection_defaults(Action(defaults), {"host": "https://ours", "api_key": None}, {})
     assert args == {"host": "https://ours", "api_key": None, "context": "c"}
 
 
-def test_a_later_module_defaults_entry_wins() -> None:
-    """A play's module_defaults come first in the list, then the blocks', then the task's."""
+def test_the_entries_are_merged_as_ansible_merges_them() -> None:
+    """A play's module_defaults come first in the list, then the blocks', then the task's; a later entry's group
+    replaces the earlier one's whole, as for kubernetes.core's own modules."""
     defaults = [
         {"group/kubernetes.core.k8s": {"context": "play", "kubeconfig": "/play"}},
-        {"group/ansible.builtin.k8s": {"context": "block"}},
+        {"group/kubernetes.core.k8s": {"context": "task"}},
     ]
-    assert k8s_defaults.kubernetes_core_defaults(defaults) == {"context": "block", "kubeconfig": "/play"}
+    assert k8s_defaults.kubernetes_core_defaults(defaults) == {"context": "task"}
     assert k8s_defaults.kubernetes_core_defaults(None) == {} and k8s_defaults.kubernetes_core_defaults([{}]) == {}
+
+
+def test_a_group_given_as_a_template_is_templated_first() -> None:
+    """ansible-core 2.19 hands module_defaults over untemplated: a whole group may still be a template."""
+    defaults = [{"group/kubernetes.core.k8s": "{{ k8s_connection }}"}]
+    resolved = {"kubeconfig": "/from/a/var", "wait": True}
+    found = k8s_defaults.kubernetes_core_defaults(
+        defaults, lambda value: resolved if value == "{{ k8s_connection }}" else value
+    )
+    assert found == {"kubeconfig": "/from/a/var"}
+
+
+def test_omit_and_aliases() -> None:
+    """ansible-core 2.16-2.18 leave omit's placeholder in templated module_defaults: such an option is not set.
+    An alias stands for its option, both in the group and in the task's arguments."""
+    omit = "__omit_place_holder__0123abcd"
+    defaults = [{"group/kubernetes.core.k8s": {"kubeconfig": omit, "verify_ssl": False, "key_file": "/k"}}]
+    args = k8s_defaults.with_connection_defaults(Action(defaults), {"client_key": "/mine"}, {"omit": omit})
+    assert args == {"validate_certs": False, "client_key": "/mine"}
+    args = k8s_defaults.with_connection_defaults(Action(defaults), {"key_file": "/mine"}, {"omit": omit})
+    assert args == {"validate_certs": False, "key_file": "/mine"}
+
+
+def test_every_alias_is_one_of_the_modules() -> None:
+    aliases = {alias: name for name, spec in AUTH_ARG_SPEC.items() for alias in spec.get("aliases") or ()}
+    assert aliases == k8s_defaults.ALIASES
 
 
 def test_the_connection_options_are_the_modules() -> None:

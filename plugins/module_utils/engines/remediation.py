@@ -297,8 +297,20 @@ class RemediationManager:
         self.warnings: list[str] = []
         #: whether the last run stopped at its hand_back_after, with objects still waiting
         self.handed_back = False
-        #: the events recorded in this run (namespace, name, reason, message): each once per run
+        #: the events recorded in this run (namespace, name, reason, message): each once per run, and per task
+        #: over the calls that go on with a wait (``emitted``, carried in the module's resume)
         self._emitted: set[tuple[str, str, str, str]] = set()
+
+    EMITTED_KEYS = ("namespace", "name", "reason", "message")
+
+    @property
+    def emitted(self) -> list[dict[str, str]]:
+        """The events recorded so far, as ``resume`` carries them to the next call of the same task."""
+        return [dict(zip(self.EMITTED_KEYS, once, strict=True)) for once in sorted(self._emitted)]
+
+    @emitted.setter
+    def emitted(self, events: list[dict[str, str]]) -> None:
+        self._emitted = {tuple(str(e.get(k, "")) for k in self.EMITTED_KEYS) for e in events}  # type: ignore[misc]
 
     # -- reads ------------------------------------------------------------------------------
     def git_version(self) -> str:

@@ -231,6 +231,7 @@ class Rolling:
         timeout: float,
         message: str,
         step_result: Mapping[str, Any] | None = None,
+        resume_nodes: Sequence[str] = (),
         **details: Any,
     ) -> dict[str, Any]:
         """The result of a step that hands its wait back: what it waits for, since when, and ``resume``, which
@@ -249,7 +250,12 @@ class Rolling:
                 "message": f"Run {self.options.run_id}: {message} (waiting {waited:.0f}s of at most {timeout:g}s)",
                 **details,
             },
-            "resume": {"phase": phase, "since": since, **({"wave": run.last_wave} if phase == WAIT_READY else {})},
+            "resume": {
+                "phase": phase,
+                "since": since,
+                **({"wave": run.last_wave} if phase == WAIT_READY else {}),
+                **({"nodes": list(resume_nodes)} if phase == WAIT_INTERRUPTED else {}),
+            },
             **self.status(run),
         }
 
@@ -261,14 +267,18 @@ class Rolling:
         maintenance are released once Ready. With ``progress_after``, that Ready wait hands back ``waiting``
         when it lasts longer; the call with its ``resume`` goes on with the release alone (the rest is done)."""
         call_began = self.monotonic()
-        if not targets:
-            raise RequestError("No target nodes: give nodes, a node selector that matches some, or a non-empty group.")
         resuming = resume is not None and resume.get("phase") == WAIT_INTERRUPTED
-        if resuming:
+        if resuming:  # the nodes the first call waited for, whatever the targets are now
             run = self.load()
-            plan = core.StartPlan([], core.awaiting_release(run, targets), [], [], [], [])
+            plan = core.StartPlan(
+                [], core.awaiting_release(run, list((resume or {}).get("nodes") or [])), [], [], [], []
+            )
             actions: list[Action] = []
         else:
+            if not targets:
+                raise RequestError(
+                    "No target nodes: give nodes, a node selector that matches some, or a non-empty group."
+                )
             self.requests.check_nodes(targets)
             gates = self.options.gates
             if gates is not None and gates.pod_selector:  # a selector the API server refuses fails here, not later
@@ -320,6 +330,7 @@ class Rolling:
                 f"waiting for {_named(left)}, interrupted during their maintenance, to be Ready in Kubernetes "
                 "before they are released",
                 {**result, "pending": run.in_state(core.PENDING)},
+                resume_nodes=plan.release,
                 nodes_not_ready=left,
             )
         for node, why in not_back.items():  # interrupted and not back: for a person, like a failure

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .conditions import status_of
+from .conditions import of
 
 NODE_NAME_ANNOTATION = "remediation.medik8s.io/node-name"
 TIMED_OUT_ANNOTATION = "remediation.medik8s.io/nhc-timed-out"
@@ -36,5 +36,5 @@ def node_ready(node: Mapping[str, Any], missing: bool = False) -> bool:
     """Whether the Node's (first) Ready condition is True; a Node without one counts as ``missing``: not Ready for
     health and readiness waits, Ready for the maintenance scheduler's availability (as the NVIDIA operator counts
     it)."""
-    status = status_of(node, "Ready")
-    return missing if status is None else status == "True"
+    condition = of(node, "Ready")
+    return missing if condition is None else condition.get("status") == "True"
