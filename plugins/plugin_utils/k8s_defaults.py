@@ -84,7 +84,11 @@ def with_connection_defaults(
 ) -> dict[str, Any]:
     """``args`` (a task's, with this collection's module_defaults applied) with the connection options that only
     kubernetes.core's groups set added; ``action`` is the task's action plugin (for its task and templar)."""
-    defaults = kubernetes_core_defaults(action._task.module_defaults, lambda value: action._templar.template(value))
+
+    def resolve(value: Any) -> Any:  # the templar only once a group needs it
+        return action._templar.template(value)
+
+    defaults = kubernetes_core_defaults(action._task.module_defaults, resolve)
     given = {ALIASES.get(key, key) for key in args}
     missing = {k: v for k, v in defaults.items() if k not in given}
     if not missing:
