@@ -16,15 +16,11 @@ HISTORY = ("scheduled", "advanced", "released", "left_cordoned", "collected", "e
 
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.maintenance_reconcile"
-
-    def message(self, result: dict[str, Any]) -> str:
-        return str((result.get("progress") or {}).get("message", "reconciling"))
+    PROGRESS_KEY = "progress"
 
     def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         combined = dict(result)
         for key in HISTORY:
             combined[key] = list(so_far.get(key) or []) + list(result.get(key) or [])
         combined["passes"] = int(so_far.get("passes") or 0) + int(result.get("passes") or 0)
-        if "progress" not in result:
-            combined.pop("progress", None)
         return combined

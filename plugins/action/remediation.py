@@ -13,9 +13,7 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress impor
 
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.remediation"
-
-    def message(self, result: dict[str, Any]) -> str:
-        return str((result.get("progress") or {}).get("message", "waiting"))
+    PROGRESS_KEY = "progress"
 
     def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         # the engine only when a wait was handed back: it would cost every remediation task its import
@@ -27,6 +25,4 @@ class ActionModule(ProgressAction):
             key = (outcome["namespace"], outcome["name"])
             outcomes[key] = merge_outcomes(outcomes[key], outcome) if key in outcomes else outcome
         combined["remediations"] = [outcomes[key] for key in sorted(outcomes)]
-        if "progress" not in result:
-            combined.pop("progress", None)
         return combined

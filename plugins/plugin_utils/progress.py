@@ -29,11 +29,14 @@ NOTICES = ("warnings", "deprecations")
 
 
 class ProgressAction(K8sAction):
-    """Subclasses name their ``MODULE`` and may change how the next call's arguments are made (``again``) and how
-    the results add up (``combine``). A task run with ``async`` makes one call, as Ansible's own action does."""
+    """Subclasses name their ``MODULE`` (and ``PROGRESS_KEY`` when it is not ``waiting``) and may change how the
+    next call's arguments are made (``again``) and how the results add up (``combine``). A task run with ``async``
+    makes one call, as Ansible's own action does."""
 
     TRANSFERS_FILES = False
     MODULE = ""
+    # the key of a handed-back result that holds what it waits for (its ``message``)
+    PROGRESS_KEY = "waiting"
 
     def again(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         """The arguments of the call that goes on with the wait ``result`` handed back."""
@@ -41,7 +44,7 @@ class ProgressAction(K8sAction):
 
     def message(self, result: dict[str, Any]) -> str:
         """What the wait ``result`` handed back waits for."""
-        return str((result.get("waiting") or {}).get("message", "waiting"))
+        return str((result.get(self.PROGRESS_KEY) or {}).get("message", "waiting"))
 
     def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         """The task's result so far and the next call's, as one (``changed`` and the notices are added after)."""
