@@ -8,25 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible.plugins.action import ActionBase
 from ansible_collections.nodeops.maintenance.plugins.action import maintenance_reconcile as action
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progress
-
-
-class Task:
-    async_val = 0
-
-    def __init__(self, args: dict[str, Any], module_defaults: list[dict[str, Any]] | None = None) -> None:
-        self.args = args
-        self.module_defaults = module_defaults or []
-
-    def get_name(self) -> str:
-        return "Run the reconcile pass"
-
-
-class Templar:
-    def template(self, value: Any) -> Any:
-        return value
+from support.action_runs import run_action
 
 
 def run(
@@ -35,21 +19,7 @@ def run(
     answers: list[dict[str, Any]],
     module_defaults: list[dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
-    calls: list[dict[str, Any]] = []
-    lines: list[str] = []
-    plugin = action.ActionModule.__new__(action.ActionModule)
-    plugin._task = Task(args, module_defaults)  # type: ignore[assignment]
-    plugin._templar = Templar()  # type: ignore[assignment]
-
-    def execute_module(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
-        assert module_name == "nodeops.maintenance.maintenance_reconcile"
-        calls.append(dict(module_args))
-        return dict(answers[len(calls) - 1])
-
-    monkeypatch.setattr(plugin, "_execute_module", execute_module, raising=False)
-    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(progress.display, "display", lambda msg, *a, **kw: lines.append(msg))
-    return plugin.run(task_vars={}), calls, lines
+    return run_action(monkeypatch, action.ActionModule, args, answers, module_defaults, "Run the reconcile pass")
 
 
 def passes(n: int, **extra: Any) -> dict[str, Any]:

@@ -7,20 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible.plugins.action import ActionBase
 from ansible_collections.nodeops.maintenance.plugins.action import remediation as action
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progress
+from support.action_runs import run_action
 
-
-class Task:
-    async_val = 0
-
-    def __init__(self, args: dict[str, Any]) -> None:
-        self.args = args
-        self.module_defaults: list[dict[str, Any]] = []
-
-    def get_name(self) -> str:
-        return "Fence the unhealthy nodes and recover their workloads"
+TASK = "Fence the unhealthy nodes and recover their workloads"
 
 
 def outcome(name: str, phase: str, **extra: Any) -> dict[str, Any]:
@@ -45,20 +35,8 @@ def test_a_wait_handed_back_goes_on_and_each_objects_outcome_adds_up(monkeypatch
             "waiting": [],
         },
     ]
-    calls: list[dict[str, Any]] = []
-    lines: list[str] = []
-    plugin = action.ActionModule.__new__(action.ActionModule)
-    plugin._task = Task({"settle_timeout": 300, "progress_after": 10})  # type: ignore[assignment]
-
-    def execute_module(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
-        assert module_name == "nodeops.maintenance.remediation"
-        calls.append(dict(module_args))
-        return dict(answers[len(calls) - 1])
-
-    monkeypatch.setattr(plugin, "_execute_module", execute_module, raising=False)
-    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(progress.display, "display", lambda msg, *a, **kw: lines.append(msg))
-    result = plugin.run(task_vars={})
+    args = {"settle_timeout": 300, "progress_after": 10}
+    result, calls, lines = run_action(monkeypatch, action.ActionModule, args, answers, name=TASK)
     assert calls[1]["resume"] == {"since": 100.0} and "resume" not in calls[0]
     assert lines == [
         "Fence the unhealthy nodes and recover their workloads: "

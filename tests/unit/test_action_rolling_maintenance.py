@@ -8,21 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible.plugins.action import ActionBase
 from ansible_collections.nodeops.maintenance.plugins.action import rolling_maintenance as action
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines import rolling as engine
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progress
+from support.action_runs import run_action
 
-
-class Task:
-    async_val = 0
-
-    def __init__(self, args: dict[str, Any], module_defaults: list[dict[str, Any]] | None = None) -> None:
-        self.args = args
-        self.module_defaults = module_defaults or []
-
-    def get_name(self) -> str:
-        return "Release the wave's nodes and wait for the next wave"
+TASK = "Release the wave's nodes and wait for the next wave"
 
 
 def run(
@@ -30,20 +20,7 @@ def run(
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     """The action's result for ``args`` when the module answers ``answers`` in turn; the module args of each call,
     and the lines printed."""
-    calls: list[dict[str, Any]] = []
-    lines: list[str] = []
-    plugin = action.ActionModule.__new__(action.ActionModule)
-    plugin._task = Task(args)  # type: ignore[assignment]
-
-    def execute_module(module_name: str, module_args: dict[str, Any], task_vars: Any) -> dict[str, Any]:
-        assert module_name == "nodeops.maintenance.rolling_maintenance"
-        calls.append(dict(module_args))
-        return dict(answers[len(calls) - 1])
-
-    monkeypatch.setattr(plugin, "_execute_module", execute_module, raising=False)
-    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(progress.display, "display", lambda msg, *a, **kw: lines.append(msg))
-    return plugin.run(task_vars={}), calls, lines
+    return run_action(monkeypatch, action.ActionModule, args, answers, name=TASK)
 
 
 def waiting(phase: str, message: str, **extra: Any) -> dict[str, Any]:
