@@ -405,6 +405,73 @@ def test_release_leaves_a_node_cordoned_again_by_someone_else_cordoned(api: Fake
     ]
 
 
+def node_reads(api: FakeApi) -> list[str]:
+    """From now on, the names of the nodes the engine reads one by one (GET), in order."""
+    reads: list[str] = []
+    original = api.get
+
+    def get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if res is NODES:
+            reads.append(name)
+        return original(res, name, namespace)
+
+    api.get = get  # type: ignore[method-assign]
+    return reads
+
+
+def stale_node_list(api: FakeApi, name: str, change: Any) -> None:
+    """The next list of the Nodes shows ``name`` as it was before ``change(api)``, which is made right after it."""
+    original = api.list
+
+    def listed(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        result = original(res, namespace, **kw)
+        if res is NODES:
+            api.list = original  # type: ignore[method-assign]
+            change(api)
+        return result
+
+    api.list = listed  # type: ignore[method-assign]
+
+
+def test_a_cordon_and_a_release_that_write_the_node_are_decided_on_the_listed_node(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reads = node_reads(api)
+    reconciler(api).run_pass()
+    assert phase(api, "a") == "Ready" and api.obj(NODES, "n0", None)["spec"]["unschedulable"] is True  # type: ignore[index]
+    api.delete(NODE_MAINTENANCES, "a", NS)
+    assert reconciler(api).run_pass().released == [f"{NS}/a"]
+    assert "unschedulable" not in api.obj(NODES, "n0", None)["spec"]  # type: ignore[index]
+    assert reads == [], "a write conditional on the listed node's resourceVersion needs no read of its own"
+
+
+def test_a_release_decided_on_a_node_listed_before_someone_cordoned_it_again_is_decided_again(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reconciler(api).run_pass()
+    api.delete(NODE_MAINTENANCES, "a", NS)
+    reads = node_reads(api)
+    # kubectl uncordon, then kubectl cordon, after the pass listed the node (as cordoned by us)
+    stale_node_list(api, "n0", lambda a: (cordon_as(a, "n0", False), cordon_as(a, "n0", True)))
+    report = reconciler(api).run_pass()
+    assert report.released == [f"{NS}/a"] and reads == ["n0"], "the Conflict made the engine read the node"
+    node0 = api.obj(NODES, "n0", None)
+    assert node0 is not None and node0["spec"]["unschedulable"] is True, "kubectl's cordon stays"
+    assert [(x["name"], x["node"]) for x in report.left_cordoned] == [(f"{NS}/a", "n0")]
+
+
+def test_a_step_that_leaves_the_node_alone_is_decided_on_the_node_read_afresh(api: FakeApi) -> None:
+    cordon_as(api, "n0", True)  # cordoned by kubectl when the pass lists it, uncordoned right after
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reads = node_reads(api)
+    stale_node_list(api, "n0", lambda a: cordon_as(a, "n0", False))
+    reconciler(api).run_pass()
+    assert reads == ["n0"]
+    a = api.obj(NODE_MAINTENANCES, "a")
+    assert a is not None and a["metadata"]["annotations"][INITIAL] == "false", "not taken for someone else's cordon"
+    node0 = api.obj(NODES, "n0", None)
+    assert node0 is not None and node0["spec"]["unschedulable"] is True, "cordoned by this maintenance"
+    assert node0["metadata"]["annotations"][CORDONED_BY_ANNOTATION] == f"NodeMaintenance {NS}/a uid-a"
+
+
 def test_garbage_collection_and_the_ignore_annotation(api: FakeApi) -> None:
     api.add(
         MAINTENANCE_CONFIGS,

@@ -651,6 +651,32 @@ def test_the_builtin_engine_runs_the_reconcile_passes_itself(api: Api) -> None:
     assert "unschedulable" not in api.objects[(NODES.plural, None, "n0")]["spec"]
 
 
+def test_the_builtin_engine_takes_the_requests_from_its_passes_instead_of_listing_them_again(api: Api) -> None:
+    api.add(
+        MAINTENANCE_CONFIGS,
+        {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxParallelOperations": 2, "maxUnavailable": 2}},
+    )
+    api.tick = 0.0
+    reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
+    started(api, "n0", "n1", engine="builtin", reconcile=reconcile)
+    listed: list[str] = []
+    original = api.list
+
+    def counting(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        listed.append(res.plural)
+        return original(res, namespace, **kw)
+
+    api.list = counting  # type: ignore[method-assign]
+    wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
+    assert wave["nodes"] == ["n0", "n1"] and wave["passes"] == 1
+    assert listed.count(NODE_MAINTENANCES.plural) == 1, "the pass's own read: the wave is taken from what it left"
+    listed.clear()
+    result = rolling(api, engine="builtin", reconcile=reconcile).finish(["n0", "n1"], {})
+    assert result["released"] == ["n0", "n1"] and api.request("n0") is None and api.request("n1") is None
+    # the deletions' own look, then the release's pass, which shows them gone
+    assert listed.count(NODE_MAINTENANCES.plural) == 2
+
+
 # ============================================================================== at most once, with crashes
 STEPS = st.lists(
     st.one_of(

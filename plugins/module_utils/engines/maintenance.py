@@ -109,6 +109,11 @@ class PassReport:
     moving: list[str] = field(default_factory=list)  # what a further pass would move by itself, with phases
     writes: int = 0
     lease_lost: bool = False
+    # every request of the pass's namespace (``namespace``; None: all) as the pass left it, gone ones left out;
+    # None when the pass did not go through (busy, check mode, the Lease lost, an error before its read). Those who
+    # run a pass and then look at the requests take them from here instead of listing them again.
+    objects: list[dict[str, Any]] | None = None
+    namespace: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -240,7 +245,7 @@ class Reconciler:
                     f"Lease {self.lease.namespace}/{self.lease.name} could not be given up; it expires by itself."
                 )
         if any(error.get("reason") == LeaseLost.reason for error in report.errors):
-            report.lease_lost, report.settled = True, False
+            report.lease_lost, report.settled, report.objects = True, False, None
             report.warnings.append(
                 f"This pass stopped writing when it could no longer show that it holds Lease "
                 f"{self.lease.namespace}/{self.lease.name}."
@@ -311,6 +316,7 @@ class Reconciler:
         report.waiting.sort(key=lambda w: w["name"])
         report.moving = self._moving(final, set())
         report.settled = not report.moving
+        report.objects, report.namespace = final, self.options.namespace
 
     @staticmethod
     def _moving(nms: list[dict[str, Any]], chosen: set[str]) -> list[str]:
@@ -368,7 +374,11 @@ class Reconciler:
             deleting = bool(obj["metadata"].get("deletionTimestamp"))
             scheduling = chosen and phase == lc.PHASE_PENDING and not deleting
             if not node_fresh and lc.decides_on_node(obj):  # cordon / release: on the node as it is now
-                node = self._read_node(node_name)
+                # A step that writes the node is decided on the node as listed: the write is conditional on the
+                # listed resourceVersion, so a change since fails with Conflict and is decided again on the node
+                # read afresh. A step that leaves the node alone is decided on the node read afresh.
+                if node is None or not lc.writes_node(lc.next_step(obj, node, now, None, max_seconds)):
+                    node = self._read_node(node_name)
                 node_fresh = True
             if chosen and phase in ("", lc.PHASE_PENDING) and not deleting:
                 step = lc.next_step(obj, node, now, None, max_seconds) if phase == "" else lc.scheduled_step()

@@ -376,10 +376,18 @@ class Requests:
         latest = max(events, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "", _rv(e)))
         return str(latest.get("message") or "")
 
-    def refresh(self, actions: Sequence[Action]) -> None:
-        """Each action's object as it is now (None once gone): a GET each, or for more than
-        :data:`REFRESH_BY_LIST` of them one list per namespace (a wave of a large fleet, released at once)."""
+    def refresh(self, actions: Sequence[Action], report: PassReport | None = None) -> None:
+        """Each action's object as it is now (None once gone): as the reconcile pass ``report`` left them when it
+        went through and covers their namespaces; else a GET each, or for more than :data:`REFRESH_BY_LIST` of them
+        one list per namespace (a wave of a large fleet, released at once)."""
         live = [a for a in actions if a.obj is not None]
+        if report is not None and report.objects is not None:
+            covered = report.namespace
+            if all(covered is None or a.namespace == covered for a in live):
+                after = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in report.objects}
+                for action in live:
+                    action.obj = after.get((action.namespace, action.name))
+                return
         if len(live) > REFRESH_BY_LIST:
             current: dict[tuple[str, str], dict[str, Any]] = {}
             for namespace in sorted({a.namespace for a in live}):
@@ -410,11 +418,12 @@ class Requests:
         waiter = threading.Event()
         while True:
             changed = False
+            report = None
             if reconciler is not None:
                 report = reconciler.run_pass()
                 self.note(report)
                 changed = report.changed
-            self.refresh(actions)
+            self.refresh(actions, report)
             if all(until(a) for a in actions):
                 return True
             remaining = deadline - clock()

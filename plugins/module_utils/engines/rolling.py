@@ -27,7 +27,7 @@ from ..core.node.conditions import set_condition
 from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, NotFound
-from .maintenance import ReconcileOptions, Reconciler, key_of
+from .maintenance import PassReport, ReconcileOptions, Reconciler, key_of
 from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone
 
 FAILED_REASON = "FailedMaintenance"
@@ -173,10 +173,16 @@ class Rolling:
             ) from None
 
     # -- reading requests ----------------------------------------------------------------------
-    def _phases(self, nodes: Sequence[str]) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
-        """node -> Ready reason of the request this requestor holds or joined (None: no request), and the objects."""
+    def _phases(
+        self, nodes: Sequence[str], report: PassReport | None = None
+    ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
+        """node -> Ready reason of the request this requestor holds or joined (None: no request), and the objects:
+        as the reconcile pass ``report`` left them when it went through, else as listed now."""
         wanted = set(nodes)
-        items = self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
+        if report is not None and report.objects is not None and report.namespace == self.options.namespace:
+            items = report.objects
+        else:
+            items = self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
         objects: dict[str, dict[str, Any]] = {}
         requestor = self.options.requestor
         for obj in items:
@@ -191,13 +197,13 @@ class Rolling:
         phases = {n: (lc.NodeMaintenanceView.from_dict(objects[n]).phase if n in objects else None) for n in nodes}
         return phases, objects
 
-    def _pass(self) -> bool:
-        """One reconcile pass with the built-in engine; True when it changed something."""
+    def _pass(self) -> PassReport | None:
+        """One reconcile pass with the built-in engine (None with the operator)."""
         if self.reconciler is None:
-            return False
+            return None
         report = self.reconciler.run_pass()
         self.requests.note(report)
-        return report.changed
+        return report
 
     def _pause(self, changed: bool, deadline: float) -> None:
         if not changed:
@@ -361,10 +367,6 @@ class Rolling:
                 return stop
         since = self._since(resume, WAIT_WAVE)
         deadline = self._deadline(since, opts.wave_timeout)
-        phases, _objects = self._phases(pending)
-        missing = [n for n in pending if phases[n] is None]
-        if missing:  # killed before its request was made, or the request was deleted under us
-            self.requests.present(missing)
         if self.reconciler is not None:
             self.reconciler.schedule_new = True
         passes = 0
@@ -373,9 +375,14 @@ class Rolling:
             if window is not None and not window["open"]:  # the window closed while the wave gathered
                 return self._stop(run, self.window_stop(window), window=window)
             began = self.clock()
-            changed = self._pass()
+            report = self._pass()
+            changed = report is not None and report.changed
             passes += 1
-            phases, objects = self._phases(pending)
+            phases, objects = self._phases(pending, report)
+            missing = [n for n in pending if phases[n] is None]
+            if missing:  # killed before its request was made, or the request was deleted under us
+                self.requests.present(missing)
+                phases, objects = self._phases(pending)
             now = self.clock()
             core.observe(run, phases, now, since=began)
             decision = core.choose_wave(run, phases, now, opts.gather)

@@ -251,6 +251,12 @@ def decides_on_node(obj: Mapping[str, Any]) -> bool:
     return nm.phase == PHASE_CORDON
 
 
+def writes_node(step: Step) -> bool:
+    """Whether ``step`` writes the node (cordon, uncordon, or our marker removed); such a write carries the
+    resourceVersion of the node the step was decided on."""
+    return step.unschedulable is not None or step.forget_claim
+
+
 def cordoned_by_us(nm: NodeMaintenanceView, node: Mapping[str, Any]) -> bool:
     """The node is cordoned by this request, and nobody has cordoned it since (``core/maintenance/cordon.py``)."""
     return _cordon_core.cordoned_by_claim(node, nm.claim)
