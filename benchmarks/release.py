@@ -48,6 +48,7 @@ from cluster.launcher import Cluster, _build_bindir  # noqa: E402
 
 NAMESPACE = "nodeops-maintenance"
 LABEL = "bench=release"
+REQUESTOR = "bench.nodeops.io"
 
 
 class Counting(Client):
@@ -82,7 +83,7 @@ def params(run_id: str, workers: int) -> dict[str, Any]:
     given = {
         "run_id": run_id,
         "step": "start",
-        "requestor": "bench.nodeops.io",
+        "requestor": REQUESTOR,
         "node_selector": LABEL,
         "workers": workers,
         "drain_spec": {"force": True, "timeout_seconds": 300},
@@ -168,7 +169,8 @@ def measure(c: Counting, args: argparse.Namespace) -> None:
     print(f"wave 1: {len(wave)} nodes")
     rows = []
     for _ in range(args.waves):
-        base = baseline(c, [n for n in nodes if n not in wave][: len(wave)], args.workers)
+        size = len(wave)
+        base = baseline(c, [n for n in nodes if n not in wave][:size], args.workers)
         row: dict[str, Any] = {"baseline": base}
         for step, call in (
             ("finish", lambda w=wave: rolling.finish(w, {})),
@@ -193,7 +195,7 @@ def measure(c: Counting, args: argparse.Namespace) -> None:
         rows.append(row)
         print(
             f"wave change: finish {row['finish']:.2f}s, next_wave {row['next_wave']:.2f}s; "
-            f"baseline (cordon+uncordon {len(wave)} nodes, one Node list) {base:.2f}s"
+            f"baseline (cordon+uncordon {size} nodes, one Node list) {base:.2f}s"
         )
         for step in ("finish", "next_wave"):
             print(f"  {step} calls: " + ", ".join(f"{k} {v}" for k, v in sorted(row[step + " calls"].items())))
@@ -223,9 +225,10 @@ def add_nodes(kubeconfig: Path, count: int) -> None:
 
 
 def clean_up(c: Client) -> None:
-    """After a measurement: every request gone, every node uncordoned, for the next one."""
+    """After a measurement: every request of the benchmark's requestor gone (finalizers and all), every node of the
+    benchmark uncordoned, for the next one."""
     began = time.monotonic()
-    items = c.list(NODE_MAINTENANCES)["items"]
+    items = [o for o in c.list(NODE_MAINTENANCES)["items"] if (o.get("spec") or {}).get("requestorID") == REQUESTOR]
 
     def drop(obj: dict[str, Any]) -> None:
         meta = obj["metadata"]

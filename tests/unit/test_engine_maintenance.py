@@ -419,6 +419,53 @@ def node_reads(api: FakeApi) -> list[str]:
     return reads
 
 
+def refused_node_writes(api: FakeApi) -> list[str]:
+    """From now on, the names of the nodes whose write the API refused with a Conflict, in order."""
+    refused: list[str] = []
+    original = api.patch
+
+    def patch(res: Any, name: str, body: dict[str, Any], namespace: str | None = None, **kw: Any) -> dict:
+        try:
+            return original(res, name, body, namespace, **kw)
+        except errors.Conflict:
+            refused.append(name)
+            raise
+
+    api.patch = patch  # type: ignore[method-assign]
+    return refused
+
+
+def test_a_request_released_but_held_by_another_finalizer_is_not_taken_for_gone(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    reconciler(api).run_pass()
+    a = api.objects[(NODE_MAINTENANCES.plural, NS, "a")]
+    a["metadata"]["finalizers"] = [*a["metadata"]["finalizers"], "example.com/other"]
+    requests = Requests(api, RequestSpec("a.example.com", NS, "a", {"cordon": True}))  # type: ignore[arg-type]
+    actions = requests.absent(["n0"])
+    assert not requests.wait(actions, is_gone, 0, reconciler(api)), "still there: another finalizer holds it"
+    assert actions[0].obj is not None and FINALIZER not in actions[0].obj["metadata"]["finalizers"]
+    del api.objects[(NODE_MAINTENANCES.plural, NS, "a")]  # the other finalizer's owner lets it go
+    assert requests.wait(actions, is_gone, 0, reconciler(api))
+
+
+def test_a_wait_for_ready_looks_at_the_requests_afresh_after_each_pass(api: FakeApi) -> None:
+    """A pass shows a request it did not write as it listed it: good enough to see one go (it is looked at again
+    after the next pass), not to call one Ready."""
+    requests = Requests(api, RequestSpec("a.example.com", NS, "a", {"cordon": True}))  # type: ignore[arg-type]
+    actions = requests.present(["n0"])
+    looked: list[str] = []
+    original = api.get
+
+    def get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if res is NODE_MAINTENANCES:
+            looked.append(name)
+        return original(res, name, namespace)
+
+    api.get = get  # type: ignore[method-assign]
+    assert requests.wait(actions, is_ready, 0, reconciler(api))
+    assert looked == [actions[0].name], "read after the pass"
+
+
 def stale_node_list(api: FakeApi, name: str, change: Any) -> None:
     """The next list of the Nodes shows ``name`` as it was before ``change(api)``, which is made right after it."""
     original = api.list
@@ -449,10 +496,12 @@ def test_a_release_decided_on_a_node_listed_before_someone_cordoned_it_again_is_
     reconciler(api).run_pass()
     api.delete(NODE_MAINTENANCES, "a", NS)
     reads = node_reads(api)
+    refused = refused_node_writes(api)
     # kubectl uncordon, then kubectl cordon, after the pass listed the node (as cordoned by us)
     stale_node_list(api, "n0", lambda a: (cordon_as(a, "n0", False), cordon_as(a, "n0", True)))
     report = reconciler(api).run_pass()
-    assert report.released == [f"{NS}/a"] and reads == ["n0"], "the Conflict made the engine read the node"
+    assert refused == ["n0"], "the uncordon decided on the listed node was refused: it carried its resourceVersion"
+    assert report.released == [f"{NS}/a"] and reads == ["n0"], "then the node was read and the release decided again"
     node0 = api.obj(NODES, "n0", None)
     assert node0 is not None and node0["spec"]["unschedulable"] is True, "kubectl's cordon stays"
     assert [(x["name"], x["node"]) for x in report.left_cordoned] == [(f"{NS}/a", "n0")]

@@ -651,30 +651,70 @@ def test_the_builtin_engine_runs_the_reconcile_passes_itself(api: Api) -> None:
     assert "unschedulable" not in api.objects[(NODES.plural, None, "n0")]["spec"]
 
 
-def test_the_builtin_engine_takes_the_requests_from_its_passes_instead_of_listing_them_again(api: Api) -> None:
-    api.add(
-        MAINTENANCE_CONFIGS,
-        {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxParallelOperations": 2, "maxUnavailable": 2}},
-    )
+def builtin_with_lists(api: Api, *nodes: str) -> tuple[ReconcileOptions, list[tuple[str, str]]]:
+    """A run of ``nodes`` with the built-in engine started (both at once within the limits); from then on, the
+    ``(verb, plural)`` of every read of the API."""
+    limits = {"maxParallelOperations": len(nodes), "maxUnavailable": len(nodes)}
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": limits})
     api.tick = 0.0
     reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
-    started(api, "n0", "n1", engine="builtin", reconcile=reconcile)
-    listed: list[str] = []
-    original = api.list
+    started(api, *nodes, engine="builtin", reconcile=reconcile)
+    reads: list[tuple[str, str]] = []
+    listing, getting = api.list, api.get
 
-    def counting(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
-        listed.append(res.plural)
-        return original(res, namespace, **kw)
+    def counting_list(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        reads.append(("list", res.plural))
+        return listing(res, namespace, **kw)
 
-    api.list = counting  # type: ignore[method-assign]
+    def counting_get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        reads.append(("get", res.plural))
+        return getting(res, name, namespace)
+
+    api.list, api.get = counting_list, counting_get  # type: ignore[method-assign]
+    return reconcile, reads
+
+
+def test_the_builtin_engine_takes_the_requests_from_its_passes_and_confirms_a_wave_on_a_list(api: Api) -> None:
+    reconcile, reads = builtin_with_lists(api, "n0", "n1")
     wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
     assert wave["nodes"] == ["n0", "n1"] and wave["passes"] == 1
-    assert listed.count(NODE_MAINTENANCES.plural) == 1, "the pass's own read: the wave is taken from what it left"
-    listed.clear()
+    # the pass's own read, then the wave confirmed on the requests as they are (none listed before the pass)
+    assert reads.count(("list", NODE_MAINTENANCES.plural)) == 2
+    reads.clear()
     result = rolling(api, engine="builtin", reconcile=reconcile).finish(["n0", "n1"], {})
     assert result["released"] == ["n0", "n1"] and api.request("n0") is None and api.request("n1") is None
-    # the deletions' own look, then the release's pass, which shows them gone
-    assert listed.count(NODE_MAINTENANCES.plural) == 2
+    # the deletions' own look, then the release's pass, which shows them gone: no look at each, no list after it
+    assert reads.count(("list", NODE_MAINTENANCES.plural)) == 2
+    assert ("get", NODE_MAINTENANCES.plural) not in reads
+
+
+def test_a_request_deleted_after_the_pass_read_it_is_not_taken_into_the_wave(api: Api) -> None:
+    reconcile, reads = builtin_with_lists(api, "n0", "n1")
+
+    def delete_n1_after_the_pass(a: Api) -> None:
+        if reads.count(("list", NODE_MAINTENANCES.plural)) == 2:  # the look after the pass, not the pass's own
+            obj = a.request("n1")
+            assert obj is not None and obj["metadata"].get("finalizers"), "the pass made n1 Ready, with its finalizer"
+            obj["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+            a._bump(obj)
+
+    api.hooks.append(delete_n1_after_the_pass)
+    wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
+    assert wave["nodes"] == ["n0"], "n1's request is being deleted: its node is not handed out"
+
+
+def test_next_wave_leaves_a_request_being_deleted_alone_and_makes_it_again_once_gone(api: Api) -> None:
+    started(api, "n0", "n1")
+    obj = api.request("n1")
+    assert obj is not None
+    obj["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/other"])
+    api.set_phase("n0", lc.PHASE_READY)
+    wave = rolling(api, gather=0.0).next_wave()
+    assert wave["nodes"] == ["n0"] and api.request("n1") is obj, "no second request while the first is there"
+    del api.objects[(NODE_MAINTENANCES.plural, NS, obj["metadata"]["name"])]
+    api.hooks.append(lambda a: a.set_phase("n1", lc.PHASE_READY) if a.request("n1") else None)
+    rolling(api).finish(["n0"], {})
+    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"], "requested again once gone"
 
 
 # ============================================================================== at most once, with crashes

@@ -16,8 +16,9 @@ One pass (:meth:`Reconciler.run_pass`):
 
 Every write is conditional (the object's resourceVersion); on Conflict the object is read again and its
 step computed again. That holds for the Node too: the steps that decide about it (Cordon, a release) are
-computed on a Node read just before, and its cordon, uncordon or marker removal is a merge patch carrying that
-Node's resourceVersion, under the field manager ``core.cordon.ENGINE_FIELD_MANAGER``. Events:
+computed on the Node as the pass listed it when they write it (its cordon, uncordon or marker removal is a merge
+patch carrying that Node's resourceVersion, under the field manager ``core.cordon.ENGINE_FIELD_MANAGER``, so a
+change since is a Conflict), and on a Node read just before when they would leave it alone. Events:
 ``ConditionChanged`` (message = the new reason) on every Ready reason change, Warning ``EvictionBlocked`` /
 ``DrainTimeout`` for a drain that does not get on, ``NodeLeftCordoned`` for a release that leaves its node
 cordoned because the cordon is not (or no longer) this request's.
@@ -109,9 +110,10 @@ class PassReport:
     moving: list[str] = field(default_factory=list)  # what a further pass would move by itself, with phases
     writes: int = 0
     lease_lost: bool = False
-    # every request of the pass's namespace (``namespace``; None: all) as the pass left it, gone ones left out;
-    # None when the pass did not go through (busy, check mode, the Lease lost, an error before its read). Those who
-    # run a pass and then look at the requests take them from here instead of listing them again.
+    # every request of the pass's namespace (``namespace``; None: all) that is still there after the pass: as its
+    # last write left it, else as the pass listed it (one the pass failed to move, or did not need to, is as old as
+    # the pass); the ones it saw go are left out. None when the pass did not go through (busy, check mode, the Lease
+    # lost, an error before its read). A wait for requests to go looks here instead of listing them again.
     objects: list[dict[str, Any]] | None = None
     namespace: str | None = None
 
@@ -194,6 +196,7 @@ class Reconciler:
         self._lock = threading.Lock()
         self._report = PassReport()
         self._warned: set[str] = set()
+        self._released_present: list[dict[str, Any]] = []  # released by this pass but still there (see _apply)
         # False: passes move the requests already in progress (and release) but schedule no new one, e.g. while
         # a rolling run is outside its maintenance window or a gate blocks its next wave
         self.schedule_new = True
@@ -265,6 +268,7 @@ class Reconciler:
 
     def _pass(self, check_mode: bool) -> None:
         report = self._report
+        self._released_present = []
         config, max_seconds = self.read_config()
         nodes, nms = self.read()
         try:
@@ -316,7 +320,7 @@ class Reconciler:
         report.waiting.sort(key=lambda w: w["name"])
         report.moving = self._moving(final, set())
         report.settled = not report.moving
-        report.objects, report.namespace = final, self.options.namespace
+        report.objects, report.namespace = final + self._released_present, self.options.namespace
 
     @staticmethod
     def _moving(nms: list[dict[str, Any]], chosen: set[str]) -> list[str]:
@@ -374,9 +378,10 @@ class Reconciler:
             deleting = bool(obj["metadata"].get("deletionTimestamp"))
             scheduling = chosen and phase == lc.PHASE_PENDING and not deleting
             if not node_fresh and lc.decides_on_node(obj):  # cordon / release: on the node as it is now
-                # A step that writes the node is decided on the node as listed: the write is conditional on the
-                # listed resourceVersion, so a change since fails with Conflict and is decided again on the node
-                # read afresh. A step that leaves the node alone is decided on the node read afresh.
+                # A step that writes the node is decided on the node as last seen (listed, or as an earlier write of
+                # this pass returned it): the write carries that resourceVersion, so a change since fails with
+                # Conflict and is decided again on the node read afresh. A step that would leave the node alone is
+                # decided on the node read afresh (no write would show that it changed).
                 if node is None or not lc.writes_node(lc.next_step(obj, node, now, None, max_seconds)):
                     node = self._read_node(node_name)
                 node_fresh = True
@@ -573,6 +578,8 @@ class Reconciler:
             node = self._write_node(node, cordon_patch(CORDONED, resource_version(node), claim))
         if step.finalizer is False:
             self._record_events(released_from, step.events)
+            with self._lock:  # not being deleted (its node is gone), or held by another finalizer: still there
+                self._released_present.append(obj)
             return None, node  # released: the object goes now, or belongs to another finalizer
         if step.phase or step.status:
             body = copy.deepcopy(obj)

@@ -377,9 +377,10 @@ class Requests:
         return str(latest.get("message") or "")
 
     def refresh(self, actions: Sequence[Action], report: PassReport | None = None) -> None:
-        """Each action's object as it is now (None once gone): as the reconcile pass ``report`` left them when it
-        went through and covers their namespaces; else a GET each, or for more than :data:`REFRESH_BY_LIST` of them
-        one list per namespace (a wave of a large fleet, released at once)."""
+        """Each action's object as it is now (None once gone): a GET each, or for more than :data:`REFRESH_BY_LIST`
+        of them one list per namespace (a wave of a large fleet, released at once). With ``report``, a reconcile pass
+        that went through and covers their namespaces, as it left them: only for a wait for them to go (an object
+        the pass saw go is gone; one it shows as older than it is is looked at again after the next pass)."""
         live = [a for a in actions if a.obj is not None]
         if report is not None and report.objects is not None:
             covered = report.namespace
@@ -423,7 +424,7 @@ class Requests:
                 report = reconciler.run_pass()
                 self.note(report)
                 changed = report.changed
-            self.refresh(actions, report)
+            self.refresh(actions, report if until is is_gone else None)
             if all(until(a) for a in actions):
                 return True
             remaining = deadline - clock()

@@ -173,29 +173,39 @@ class Rolling:
             ) from None
 
     # -- reading requests ----------------------------------------------------------------------
-    def _phases(
+    def _phases(self, nodes: Sequence[str]) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
+        """node -> Ready reason of the request this requestor holds or joined (None: no request, or one being
+        deleted), and the objects, as listed now."""
+        phases, objects, _deleting = self._look(nodes)
+        return phases, objects
+
+    def _look(
         self, nodes: Sequence[str], report: PassReport | None = None
-    ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
-        """node -> Ready reason of the request this requestor holds or joined (None: no request), and the objects:
-        as the reconcile pass ``report`` left them when it went through, else as listed now."""
+    ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]], set[str]]:
+        """:meth:`_phases`, and the nodes whose request of this requestor is being deleted: the requests as the
+        reconcile pass ``report`` left them when it went through (see ``PassReport.objects``), else as listed now."""
         wanted = set(nodes)
         if report is not None and report.objects is not None and report.namespace == self.options.namespace:
             items = report.objects
         else:
             items = self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
         objects: dict[str, dict[str, Any]] = {}
+        deleting: set[str] = set()
         requestor = self.options.requestor
         for obj in items:
             spec = obj.get("spec") or {}
             node = spec.get("nodeName")
-            if node not in wanted or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            if node not in wanted:
                 continue
             if spec.get("requestorID") == requestor or requestor in (spec.get("additionalRequestors") or []):
+                if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                    deleting.add(node)
+                    continue
                 obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
                 obj.setdefault("kind", NODE_MAINTENANCES.kind)
                 objects[node] = obj
         phases = {n: (lc.NodeMaintenanceView.from_dict(objects[n]).phase if n in objects else None) for n in nodes}
-        return phases, objects
+        return phases, objects, deleting
 
     def _pass(self) -> PassReport | None:
         """One reconcile pass with the built-in engine (None with the operator)."""
@@ -378,14 +388,28 @@ class Rolling:
             report = self._pass()
             changed = report is not None and report.changed
             passes += 1
-            phases, objects = self._phases(pending, report)
-            missing = [n for n in pending if phases[n] is None]
-            if missing:  # killed before its request was made, or the request was deleted under us
-                self.requests.present(missing)
-                phases, objects = self._phases(pending)
+            phases, objects, deleting = self._look(pending, report)
             now = self.clock()
             core.observe(run, phases, now, since=began)
             decision = core.choose_wave(run, phases, now, opts.gather)
+            # killed before its request was made, or the request was deleted under us (one being deleted is
+            # made again once it is gone)
+            missing = [n for n in pending if phases[n] is None and n not in deleting]
+            looked_again = False
+            if report is not None and report.objects is not None and (decision.action == "take" or missing):
+                # the pass shows a request it did not write as it listed it, as old as the pass: a wave is taken,
+                # and a request made again, on the requests as they are now
+                phases, objects, deleting = self._look(pending)
+                missing = [n for n in pending if phases[n] is None and n not in deleting]
+                looked_again = True
+            if missing:
+                self.requests.present(missing)
+                phases, objects, deleting = self._look(pending)
+                looked_again = True
+            if looked_again:
+                now = self.clock()
+                core.observe(run, phases, now, since=began)
+                decision = core.choose_wave(run, phases, now, opts.gather)
             if decision.action == "take":
                 wave = core.start_wave(run, decision.nodes, now)
                 self.save(run)

@@ -15,8 +15,9 @@ run killed between two writes continues correctly:
 5. status: the Ready condition (``phase``) and ``status`` fields, then the events.
 
 The steps that decide about the Node (Cordon, and the release of a request being deleted) are computed on
-a Node the engine has just read, and the engine writes the Node conditionally (its resourceVersion): when
-the Node changed meanwhile, the engine reads it again and asks for the step again.
+the Node as the engine last saw it when they write it, and the engine writes the Node conditionally (its
+resourceVersion): when the Node changed meanwhile, the engine reads it again and asks for the step again. A
+step that would leave the Node alone is computed on a Node the engine has just read.
 
 Who lifts a cordon: the release uncordons only a Node that this request cordoned and that nobody has
 cordoned since (:func:`should_uncordon`): the initial state it recorded is "false", the Node's
@@ -244,7 +245,9 @@ def claim_of(obj: Mapping[str, Any]) -> str:
 
 
 def decides_on_node(obj: Mapping[str, Any]) -> bool:
-    """Whether the next step of ``obj`` is decided on its node's current state (the engine reads it first)."""
+    """Whether the next step of ``obj`` is decided on its node's current state: a step that writes the node
+    (:func:`writes_node`) carries the resourceVersion it was decided on; one that would not is decided on the node
+    read just before."""
     nm = NodeMaintenanceView.from_dict(obj)
     if nm.deleting:
         return nm.finalizer
