@@ -123,6 +123,9 @@ def main() -> int:
         help="first the same measurement with the checkout in this directory (it must have this script), then "
         "with this one, on the same cluster",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure this many times (with --compare, alternately: the cluster fills)"
+    )
     parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)  # a measurement on the caller's cluster
     args = parser.parse_args()
 
@@ -141,7 +144,7 @@ def main() -> int:
             install(kubeconfig, c, args.wave)
             add_nodes(kubeconfig, args.nodes)
             # each measurement in its own process, on this cluster (see measure)
-            for checkout in [*([args.compare] if args.compare else []), ROOT]:
+            for checkout in [*([args.compare] if args.compare else []), ROOT] * args.rounds:
                 print(f"\n== {checkout}", flush=True)
                 command = [sys.executable, str(checkout / "benchmarks" / "release.py"), "--kubeconfig", str(kubeconfig)]
                 for name in ("waves", "workers"):
