@@ -342,6 +342,27 @@ def test_next_wave_sees_a_request_this_requestor_joined(api: Api) -> None:
     assert rolling(api).next_wave()["nodes"] == ["n0"]
 
 
+def test_next_wave_requests_a_node_again_when_a_request_it_joined_is_being_deleted(api: Api) -> None:
+    other = {
+        "metadata": {"name": "other-n1", "namespace": NS},
+        "spec": {"nodeName": "n1", "requestorID": "other.example.com"},
+    }
+    api.add(NODE_MAINTENANCES, other)
+    started(api, "n0", "n1")
+    joined = api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
+    assert joined["spec"]["additionalRequestors"] == [REQUESTOR]
+    # its owner deletes it; the operator holds it (finalizer) for the requestors left, this one among them
+    joined["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/held"])
+    api.set_phase("n0", lc.PHASE_READY)
+    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
+    assert mine(api, "n1"), "a request of its own for n1, made beside the one being deleted"
+
+
+def mine(api: Api, node_name: str) -> list[dict[str, Any]]:
+    """The requests this run's requestor owns for the node."""
+    return [o for o in api.requests() if o["spec"]["nodeName"] == node_name and o["spec"]["requestorID"] == REQUESTOR]
+
+
 def test_next_wave_ignores_requests_of_other_requestors_and_nodes(api: Api) -> None:
     started(api, "n0")
     api.add(
@@ -701,6 +722,7 @@ def test_a_request_deleted_after_the_pass_read_it_is_not_taken_into_the_wave(api
     api.hooks.append(delete_n1_after_the_pass)
     wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
     assert wave["nodes"] == ["n0"], "n1's request is being deleted: its node is not handed out"
+    assert api.record()["n1"].get("ready") is None, "nor recorded as drained from the pass's older view"
 
 
 def test_next_wave_leaves_a_request_being_deleted_alone_and_makes_it_again_once_gone(api: Api) -> None:

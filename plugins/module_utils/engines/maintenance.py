@@ -16,9 +16,10 @@ One pass (:meth:`Reconciler.run_pass`):
 
 Every write is conditional (the object's resourceVersion); on Conflict the object is read again and its
 step computed again. That holds for the Node too: the steps that decide about it (Cordon, a release) are
-computed on the Node as the pass listed it when they write it (its cordon, uncordon or marker removal is a merge
-patch carrying that Node's resourceVersion, under the field manager ``core.cordon.ENGINE_FIELD_MANAGER``, so a
-change since is a Conflict), and on a Node read just before when they would leave it alone. Events:
+computed on the Node as last seen (as the pass listed it, or as an earlier write of the pass returned it) when
+they write it (its cordon, uncordon or marker removal is a merge patch carrying that Node's resourceVersion,
+under the field manager ``core.cordon.ENGINE_FIELD_MANAGER``, so a change since is a Conflict), and on a Node
+read just before when they would leave it alone. Events:
 ``ConditionChanged`` (message = the new reason) on every Ready reason change, Warning ``EvictionBlocked`` /
 ``DrainTimeout`` for a drain that does not get on, ``NodeLeftCordoned`` for a release that leaves its node
 cordoned because the cordon is not (or no longer) this request's.

@@ -182,8 +182,9 @@ class Rolling:
     def _look(
         self, nodes: Sequence[str], report: PassReport | None = None
     ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]], set[str]]:
-        """:meth:`_phases`, and the nodes whose request of this requestor is being deleted: the requests as the
-        reconcile pass ``report`` left them when it went through (see ``PassReport.objects``), else as listed now."""
+        """:meth:`_phases`, and the nodes whose own request of this requestor (not one it joined) is being deleted:
+        the requests as the reconcile pass ``report`` left them when it went through (see ``PassReport.objects``),
+        else as listed now."""
         wanted = set(nodes)
         if report is not None and report.objects is not None and report.namespace == self.options.namespace:
             items = report.objects
@@ -199,7 +200,8 @@ class Rolling:
                 continue
             if spec.get("requestorID") == requestor or requestor in (spec.get("additionalRequestors") or []):
                 if (obj.get("metadata") or {}).get("deletionTimestamp"):
-                    deleting.add(node)
+                    if spec.get("requestorID") == requestor:  # its name is taken until it is gone
+                        deleting.add(node)
                     continue
                 obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
                 obj.setdefault("kind", NODE_MAINTENANCES.kind)
@@ -389,27 +391,24 @@ class Rolling:
             changed = report is not None and report.changed
             passes += 1
             phases, objects, deleting = self._look(pending, report)
-            now = self.clock()
-            core.observe(run, phases, now, since=began)
-            decision = core.choose_wave(run, phases, now, opts.gather)
-            # killed before its request was made, or the request was deleted under us (one being deleted is
-            # made again once it is gone)
+            # killed before its request was made, or the request was deleted under us (our own one being deleted
+            # is made again once it is gone)
             missing = [n for n in pending if phases[n] is None and n not in deleting]
-            looked_again = False
-            if report is not None and report.objects is not None and (decision.action == "take" or missing):
+            if (
+                report is not None
+                and report.objects is not None
+                and (missing or any(phases[n] in core.DRAINED_PHASES for n in pending))
+            ):
                 # the pass shows a request it did not write as it listed it, as old as the pass: a wave is taken,
                 # and a request made again, on the requests as they are now
                 phases, objects, deleting = self._look(pending)
                 missing = [n for n in pending if phases[n] is None and n not in deleting]
-                looked_again = True
             if missing:
                 self.requests.present(missing)
                 phases, objects, deleting = self._look(pending)
-                looked_again = True
-            if looked_again:
-                now = self.clock()
-                core.observe(run, phases, now, since=began)
-                decision = core.choose_wave(run, phases, now, opts.gather)
+            now = self.clock()
+            core.observe(run, phases, now, since=began)
+            decision = core.choose_wave(run, phases, now, opts.gather)
             if decision.action == "take":
                 wave = core.start_wave(run, decision.nodes, now)
                 self.save(run)
