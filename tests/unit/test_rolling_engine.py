@@ -342,7 +342,28 @@ def test_next_wave_sees_a_request_this_requestor_joined(api: Api) -> None:
     assert rolling(api).next_wave()["nodes"] == ["n0"]
 
 
-def test_next_wave_requests_a_node_again_when_a_request_it_joined_is_being_deleted(api: Api) -> None:
+def test_a_drained_request_it_joined_and_its_owner_deleted_is_held_for_the_run(api: Api) -> None:
+    other = {
+        "metadata": {"name": "other-n1", "namespace": NS},
+        "spec": {"nodeName": "n1", "requestorID": "other.example.com"},
+    }
+    api.add(NODE_MAINTENANCES, other)
+    reconcile, _reads = builtin_with_lists(api, "n0", "n1")
+    joined = api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
+    assert joined["spec"]["additionalRequestors"] == [REQUESTOR]
+    engine = rolling(api, engine="builtin", reconcile=reconcile).reconciler
+    assert engine is not None and engine.run_pass().errors == []
+    joined = api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
+    assert lc.NodeMaintenanceView.from_dict(joined).phase == lc.PHASE_READY
+    api.delete(NODE_MAINTENANCES, "other-n1", NS)  # its owner is done; the engine holds it for this run
+    wave = rolling(api, engine="builtin", reconcile=reconcile, gather=0.0).next_wave()
+    assert wave["nodes"] == ["n0", "n1"] and not mine(api, "n1"), "held for this run: taken, no request of its own"
+    rolling(api, engine="builtin", reconcile=reconcile).finish(["n0", "n1"], {})
+    assert (NODE_MAINTENANCES.plural, NS, "other-n1") not in api.objects, "left, then released by the engine"
+    assert "unschedulable" not in api.objects[(NODES.plural, None, "n1")]["spec"]
+
+
+def test_next_wave_requests_a_node_again_when_a_request_it_joined_is_released(api: Api) -> None:
     other = {
         "metadata": {"name": "other-n1", "namespace": NS},
         "spec": {"nodeName": "n1", "requestorID": "other.example.com"},
@@ -350,12 +371,14 @@ def test_next_wave_requests_a_node_again_when_a_request_it_joined_is_being_delet
     api.add(NODE_MAINTENANCES, other)
     started(api, "n0", "n1")
     joined = api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
-    assert joined["spec"]["additionalRequestors"] == [REQUESTOR]
-    # its owner deletes it; the operator holds it (finalizer) for the requestors left, this one among them
     joined["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/held"])
     api.set_phase("n0", lc.PHASE_READY)
     assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
-    assert mine(api, "n1"), "a request of its own for n1, made beside the one being deleted"
+    assert not mine(api, "n1"), "not drained: the operator releases it; the run waits for it to go"
+    del api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
+    rolling(api).finish(["n0"], {})
+    api.hooks.append(lambda a: a.set_phase("n1", lc.PHASE_READY) if mine(a, "n1") else None)
+    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"] and mine(api, "n1"), "requested again once gone"
 
 
 def mine(api: Api, node_name: str) -> list[dict[str, Any]]:

@@ -182,9 +182,11 @@ class Rolling:
     def _look(
         self, nodes: Sequence[str], report: PassReport | None = None
     ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]], set[str]]:
-        """:meth:`_phases`, and the nodes whose own request of this requestor (not one it joined) is being deleted:
-        the requests as the reconcile pass ``report`` left them when it went through (see ``PassReport.objects``),
-        else as listed now."""
+        """:meth:`_phases`, and the nodes whose request of this requestor is being deleted and waited for (its own,
+        whose name is taken until it is gone, or one it joined that is not drained: it is released soon). A request
+        it joined that is drained is held for it when its owner deletes it, and counts as this run's. The requests
+        as the reconcile pass ``report`` left them when it went through (see ``PassReport.objects``), else as
+        listed now."""
         wanted = set(nodes)
         if report is not None and report.objects is not None and report.namespace == self.options.namespace:
             items = report.objects
@@ -200,9 +202,11 @@ class Rolling:
                 continue
             if spec.get("requestorID") == requestor or requestor in (spec.get("additionalRequestors") or []):
                 if (obj.get("metadata") or {}).get("deletionTimestamp"):
-                    if spec.get("requestorID") == requestor:  # its name is taken until it is gone
-                        deleting.add(node)
-                    continue
+                    own = spec.get("requestorID") == requestor
+                    if own or lc.NodeMaintenanceView.from_dict(obj).phase not in core.DRAINED_PHASES:
+                        deleting.add(node)  # ours: its name is taken until it is gone; joined: released soon
+                        continue
+                    # joined, and held for the requestors left (this one among them): still this run's to use
                 obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
                 obj.setdefault("kind", NODE_MAINTENANCES.kind)
                 objects[node] = obj
@@ -394,11 +398,8 @@ class Rolling:
             # killed before its request was made, or the request was deleted under us (our own one being deleted
             # is made again once it is gone)
             missing = [n for n in pending if phases[n] is None and n not in deleting]
-            if (
-                report is not None
-                and report.objects is not None
-                and (missing or any(phases[n] in core.DRAINED_PHASES for n in pending))
-            ):
+            from_pass = report is not None and report.objects is not None and report.namespace == opts.namespace
+            if from_pass and (missing or any(phases[n] in core.DRAINED_PHASES for n in pending)):
                 # the pass shows a request it did not write as it listed it, as old as the pass: a wave is taken,
                 # and a request made again, on the requests as they are now
                 phases, objects, deleting = self._look(pending)
