@@ -171,7 +171,7 @@ def measure(c: Counting, args: argparse.Namespace) -> None:
     wave = first["nodes"]
     print(f"wave 1: {len(wave)} nodes")
     rows = []
-    for _ in range(args.waves):
+    for _change in range(args.waves):
         size = len(wave)
         base = baseline(c, [n for n in nodes if n not in wave][:size], args.workers)
         row: dict[str, Any] = {"baseline": base}
