@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import rolling as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import FINALIZER
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import ReconcileOptions
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
@@ -371,14 +372,15 @@ def test_next_wave_requests_a_node_again_when_a_request_it_joined_is_released(ap
     api.add(NODE_MAINTENANCES, other)
     started(api, "n0", "n1")
     joined = api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
-    joined["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/held"])
+    joined["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER, "example.com/held"])
     api.set_phase("n0", lc.PHASE_READY)
     assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
     assert not mine(api, "n1"), "not drained: the operator releases it; the run waits for it to go"
-    del api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
+    joined["metadata"]["finalizers"] = ["example.com/held"]  # released; another finalizer keeps the object
     rolling(api).finish(["n0"], {})
-    api.hooks.append(lambda a: a.set_phase("n1", lc.PHASE_READY) if mine(a, "n1") else None)
-    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"] and mine(api, "n1"), "requested again once gone"
+    ready = [{"type": "Ready", "status": "True", "reason": lc.PHASE_READY}]
+    api.hooks.append(lambda a: [o.update(status={"conditions": ready}) for o in mine(a, "n1")])
+    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"] and mine(api, "n1"), "requested again once released"
 
 
 def mine(api: Api, node_name: str) -> list[dict[str, Any]]:

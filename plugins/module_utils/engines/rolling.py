@@ -21,6 +21,7 @@ from ..core.maintenance import gates as gatecore
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import rolling as core
 from ..core.maintenance.gates import PrometheusError
+from ..core.maintenance.scheduler import FINALIZER
 from ..core.maintenance.window import Window
 from ..core.node.conditions import find as find_condition
 from ..core.node.conditions import set_condition
@@ -202,11 +203,15 @@ class Rolling:
                 continue
             if spec.get("requestorID") == requestor or requestor in (spec.get("additionalRequestors") or []):
                 if (obj.get("metadata") or {}).get("deletionTimestamp"):
-                    own = spec.get("requestorID") == requestor
-                    if own or lc.NodeMaintenanceView.from_dict(obj).phase not in core.DRAINED_PHASES:
-                        deleting.add(node)  # ours: its name is taken until it is gone; joined: released soon
+                    if spec.get("requestorID") == requestor:
+                        deleting.add(node)  # its name is taken until it is gone
                         continue
-                    # joined, and held for the requestors left (this one among them): still this run's to use
+                    if FINALIZER not in ((obj.get("metadata") or {}).get("finalizers") or []):
+                        continue  # released (uncordoned) already: nothing of it is this run's any more
+                    if lc.NodeMaintenanceView.from_dict(obj).phase not in core.DRAINED_PHASES:
+                        deleting.add(node)  # not drained: released soon
+                        continue
+                    # joined, drained, and held for the requestors left (this one among them): this run's to use
                 obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
                 obj.setdefault("kind", NODE_MAINTENANCES.kind)
                 objects[node] = obj
