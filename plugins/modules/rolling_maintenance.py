@@ -22,7 +22,8 @@ description:
     maintenance (O(interrupted)).
   - O(step=next_wave) runs reconcile passes (O(engine=builtin)) or only watches (O(engine=operator)) until some
     requests of this run are Ready (cordoned and drained), and returns them as the next wave. Which nodes and how
-    many is the scheduler's decision (C(maxParallelOperations), C(maxUnavailable)), not this module's.
+    many is the scheduler's decision (C(maxParallelOperations), C(maxUnavailable)), not this module's. A pending
+    node whose Node object was deleted meanwhile fails (C(its Node object is gone)) and its request is given back.
   - O(step=finish) takes the outcome of the wave's maintenance tasks. A node that succeeded is released once it
     is Ready in Kubernetes again (its request is deleted and the node uncordoned); a node that failed, or did not
     come back, gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)).

@@ -764,6 +764,108 @@ def test_next_wave_leaves_a_request_being_deleted_alone_and_makes_it_again_once_
     assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"], "requested again once gone"
 
 
+def test_a_restart_takes_a_held_request_it_joined_as_its_own_and_makes_none_beside_it(api: Api) -> None:
+    other = {
+        "metadata": {"name": "other-n1", "namespace": NS},
+        "spec": {"nodeName": "n1", "requestorID": "other.example.com"},
+    }
+    api.add(NODE_MAINTENANCES, other)
+    reconcile, _reads = builtin_with_lists(api, "n0", "n1")
+    engine = rolling(api, engine="builtin", reconcile=reconcile).reconciler
+    assert engine is not None and engine.run_pass().errors == []
+    api.delete(NODE_MAINTENANCES, "other-n1", NS)  # its owner is done; the engine holds it for this run
+    again = rolling(api, engine="builtin", reconcile=reconcile).start(["n0", "n1"], "release", False)
+    assert {r["node"]: (r["action"], r["name"]) for r in again["requested"]}["n1"] == ("unchanged", f"{NS}/other-n1")
+    assert not mine(api, "n1"), "no request of its own beside the held one (it would wait behind it)"
+    wave = rolling(api, engine="builtin", reconcile=reconcile, gather=0.0).next_wave()
+    assert wave["nodes"] == ["n0", "n1"]
+
+
+def test_start_makes_a_request_under_another_name_while_its_own_of_that_name_is_being_deleted(api: Api) -> None:
+    started(api, "n0", "n1")
+    old = api.request("n1")
+    assert old is not None
+    old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/other"])
+    result = started(api, "n0", "n1", spec={"cordon": False})  # e.g. the same run with another spec
+    n1 = next(r for r in result["requested"] if r["node"] == "n1")
+    assert n1["action"] == "created" and n1["name"] == f"{NS}/{REQUESTOR}-n1-2"
+    assert sorted(o["metadata"]["name"] for o in mine(api, "n1")) == [f"{REQUESTOR}-n1", f"{REQUESTOR}-n1-2"]
+    assert api.objects[(NODE_MAINTENANCES.plural, NS, f"{REQUESTOR}-n1")] is old, "the old one is left alone"
+
+
+def test_a_request_whose_name_is_taken_meanwhile_is_made_under_the_next_free_name(api: Api) -> None:
+    create = api.create
+    raced: list[str] = []
+
+    def racing_create(res: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        if res is NODE_MAINTENANCES and not raced:  # someone else made an object of that name just before
+            raced.append(body["metadata"]["name"])
+            FakeApi.create(
+                api,
+                res,
+                {"metadata": {"name": body["metadata"]["name"]}, "spec": {"nodeName": "n3", "requestorID": "x"}},
+                namespace,
+            )
+        return create(res, body, namespace)
+
+    api.create = racing_create  # type: ignore[method-assign]
+    result = started(api, "n0")
+    assert raced == [f"{REQUESTOR}-n0"]
+    assert result["requested"][0]["name"] == f"{NS}/{REQUESTOR}-n0-2" and mine(api, "n0")
+
+
+def test_next_wave_fails_a_pending_node_whose_node_object_was_deleted_and_goes_on(api: Api) -> None:
+    started(api, "n0", "n1", "n2")
+    gone = api.request("n1")
+    assert gone is not None
+    del api.objects[(NODE_MAINTENANCES.plural, NS, gone["metadata"]["name"])]  # no request: one cannot be made
+    del api.objects[(NODES.plural, None, "n1")]
+    api.set_phase("n0", lc.PHASE_READY)
+    api.set_phase("n2", lc.PHASE_READY)
+    wave = rolling(api, gather=0.0, max_fail_percentage=50).next_wave()
+    assert wave["nodes"] == ["n0", "n2"] and wave["failed_nodes"] == ["n1"]
+    assert api.record()["n1"]["state"] == core.FAILED and "Node object is gone" in api.record()["n1"]["message"]
+    assert api.request("n1") is None, "no request made for a node that is not there"
+
+
+def test_a_node_deleted_before_its_wave_counts_against_the_fail_budget(api: Api) -> None:
+    started(api, "n0", "n1")
+    del api.objects[(NODES.plural, None, "n1")]
+    gone = api.request("n1")
+    assert gone is not None
+    del api.objects[(NODE_MAINTENANCES.plural, NS, gone["metadata"]["name"])]
+    api.set_phase("n0", lc.PHASE_READY)
+    result = rolling(api).next_wave()
+    assert result["abort"] is True and result["changed"] is True and result["nodes"] == []
+    assert api.record()["n0"]["state"] == core.PENDING and api.record()["n1"]["state"] == core.FAILED
+
+
+def test_the_builtin_engine_fails_a_node_deleted_under_its_waiting_request_and_gives_the_request_back(
+    api: Api,
+) -> None:
+    reconcile, _reads = builtin_with_lists(api, "n0", "n1")
+    del api.objects[(NODES.plural, None, "n1")]  # its request stays, waiting for a node that is not there
+    assert api.request("n1") is not None
+    wave = rolling(api, engine="builtin", reconcile=reconcile, max_fail_percentage=50).next_wave()
+    assert wave["nodes"] == ["n0"] and wave["failed_nodes"] == ["n1"]
+    assert api.request("n1") is None, "given back, and released by the engine (its node is gone)"
+
+
+def test_a_request_of_its_own_being_deleted_is_named_as_such_while_the_wave_waits(api: Api) -> None:
+    api.tick = 5.0
+    started(api, "n0", "n1")
+    old = api.request("n1")
+    assert old is not None
+    old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/other"])
+    api.set_phase("n0", lc.PHASE_DRAINING)
+    waiting = rolling(api, progress_after=1.0).next_wave()["waiting"]
+    assert waiting["releasing"] == ["n1"] and waiting["queued"] == []
+    assert "1 node(s) (n1) whose earlier request is still being deleted" in waiting["message"]
+    with pytest.raises(RequestError) as info:
+        rolling(api, wave_timeout=30.0).next_wave()
+    assert f"{NS}/{REQUESTOR}-n1 on n1: new (being deleted)" in info.value.msg and "gone" not in info.value.msg
+
+
 # ============================================================================== at most once, with crashes
 STEPS = st.lists(
     st.one_of(

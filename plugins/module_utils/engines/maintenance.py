@@ -117,6 +117,9 @@ class PassReport:
     # lost, an error before its read). A wait for requests to go looks here instead of listing them again.
     objects: list[dict[str, Any]] | None = None
     namespace: str | None = None
+    # the names of the Nodes the pass listed (None when it did not read them): a node missing here was deleted, or
+    # was not there yet when the pass listed
+    node_names: frozenset[str] | None = None
 
     @property
     def changed(self) -> bool:
@@ -272,6 +275,7 @@ class Reconciler:
         self._released_present = []
         config, max_seconds = self.read_config()
         nodes, nms = self.read()
+        report.node_names = frozenset(nodes)
         try:
             plan = schedule(parse_nodes(nodes.values()), parse_requests(nms), config, unknown_nodes="skip")
         except SchedulerInputError as exc:

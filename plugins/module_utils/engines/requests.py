@@ -15,7 +15,7 @@ import copy
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,6 +134,17 @@ def _rv(obj: Mapping[str, Any]) -> int:
 REFRESH_BY_LIST = 10  # more requests than this to look at again: one list instead of a GET each
 
 
+def free_name(name: str, taken: Container[str]) -> str:
+    """``name``, or while an object of that name is still there (a request of this requestor being deleted, whose
+    finalizer is not removed yet), the first of ``name-2``, ``name-3``, ... that is free: a request made by name,
+    so that a retried creation meets its own first attempt instead of making a second one."""
+    candidate, number = name, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate
+
+
 def _by_node(items: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The requests listed, by node (in list order): looked up once per node, so that a step over a wave of a
     large fleet costs the size of the list plus the wave, not their product."""
@@ -172,6 +183,19 @@ class Requests:
             obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
             obj.setdefault("kind", NODE_MAINTENANCES.kind)
         return items
+
+    def unknown_nodes(self, nodes: Sequence[str]) -> list[str]:
+        """The ``nodes`` that no Node object has (a GET each for a few, else one list)."""
+        if len(nodes) > REFRESH_BY_LIST:
+            present = {n["metadata"]["name"] for n in self.client.list(NODES)["items"]}
+            return [n for n in nodes if n not in present]
+        unknown = []
+        for node in nodes:
+            try:
+                self.client.get(NODES, node)
+            except NotFound:
+                unknown.append(node)
+        return unknown
 
     def check_nodes(self, nodes: Sequence[str]) -> None:
         present = {n["metadata"]["name"] for n in self.client.list(NODES)["items"]}
@@ -229,62 +253,81 @@ class Requests:
                 obj = self.client.get(NODE_MAINTENANCES, meta["name"], meta["namespace"])
         raise RequestError(f"NodeMaintenance {meta['namespace']}/{meta['name']} kept changing; try again.")
 
-    def present(self, nodes: Sequence[str]) -> list[Action]:
-        self.check_nodes(nodes)
-        items = _by_node(self._list())
-        req = self.request
+    def present(self, nodes: Sequence[str], checked: bool = False) -> list[Action]:
+        """Make sure each node has a request of this requestor: its own (its spec brought in line), one it joined,
+        one it joined that is kept for it while its owner deletes it, or a new one. ``checked``: the caller has
+        just found the nodes (no Node list)."""
+        if not checked:
+            self.check_nodes(nodes)
+        listed = self._list()
+        items = _by_node(listed)
+        taken = {o["metadata"]["name"] for o in listed}
         actions: list[Action] = []
         for node in nodes:
-            mine = [o for o in _for_node(items, node) if o["spec"].get("requestorID") == req.requestor]
-            others = [o for o in _for_node(items, node) if o["spec"].get("requestorID") != req.requestor]
-            if mine:
-                obj = mine[0]
-
-                def set_spec(body: dict[str, Any]) -> bool:
-                    spec = body["spec"]
-                    changed = False
-                    for key, value in req.spec.items():
-                        if not requestspec.same_request(spec, req.spec, key):
-                            spec[key] = value
-                            changed = True
-                    return changed
-
-                before = copy.deepcopy(obj)
-                obj, changed = self._update(obj, set_spec)
-                actions.append(
-                    Action(node, UPDATED if changed else UNCHANGED, req.namespace, obj["metadata"]["name"], obj, before)
-                )
-            elif others:
-                obj = others[0]
-
-                def join(body: dict[str, Any]) -> bool:
-                    extra = list(body["spec"].get("additionalRequestors") or [])
-                    if req.requestor in extra:
-                        return False
-                    body["spec"]["additionalRequestors"] = [*extra, req.requestor]
-                    return True
-
-                before = copy.deepcopy(obj)
-                obj, changed = self._update(obj, join)
-                actions.append(
-                    Action(node, JOINED if changed else UNCHANGED, req.namespace, obj["metadata"]["name"], obj, before)
-                )
+            for _attempt in range(MAX_CONFLICTS):
+                try:
+                    actions.append(self._present_one(node, items, taken))
+                    break
+                except Conflict:  # a request of the new one's name was made meanwhile: look again
+                    listed = self._list()
+                    items = _by_node(listed)
+                    taken = {o["metadata"]["name"] for o in listed}
             else:
-                name = req.object_name(node)
-                body: dict[str, Any] = {
-                    "apiVersion": NODE_MAINTENANCES.api_version,
-                    "kind": NODE_MAINTENANCES.kind,
-                    "metadata": {"name": name, "namespace": req.namespace},
-                    "spec": {"requestorID": req.requestor, "nodeName": node, **req.spec},
-                }
-                if self.check_mode:
-                    obj = body
-                else:
-                    obj = self.client.create(NODE_MAINTENANCES, body, req.namespace)
-                    obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
-                    obj.setdefault("kind", NODE_MAINTENANCES.kind)
-                actions.append(Action(node, CREATED, req.namespace, name, obj))
+                raise RequestError(f"The request for {node} could not be made: its name kept being taken; try again.")
         return actions
+
+    def _present_one(self, node: str, items: Mapping[str, Sequence[dict[str, Any]]], taken: set[str]) -> Action:
+        req = self.request
+        live = _for_node(items, node)
+        mine = [o for o in live if o["spec"].get("requestorID") == req.requestor]
+        others = [o for o in live if o["spec"].get("requestorID") != req.requestor]
+        if mine:
+            obj = mine[0]
+
+            def set_spec(body: dict[str, Any]) -> bool:
+                spec = body["spec"]
+                changed = False
+                for key, value in req.spec.items():
+                    if not requestspec.same_request(spec, req.spec, key):
+                        spec[key] = value
+                        changed = True
+                return changed
+
+            before = copy.deepcopy(obj)
+            obj, changed = self._update(obj, set_spec)
+            return Action(node, UPDATED if changed else UNCHANGED, req.namespace, obj["metadata"]["name"], obj, before)
+        held = [o for o in _for_node(items, node, True) if lc.held_for(o, req.requestor)]
+        if held:  # its owner deleted it, and the engine keeps it (the node in maintenance) for this requestor
+            obj = held[0]
+            return Action(node, UNCHANGED, req.namespace, obj["metadata"]["name"], obj, copy.deepcopy(obj))
+        if others:
+            obj = others[0]
+
+            def join(body: dict[str, Any]) -> bool:
+                extra = list(body["spec"].get("additionalRequestors") or [])
+                if req.requestor in extra:
+                    return False
+                body["spec"]["additionalRequestors"] = [*extra, req.requestor]
+                return True
+
+            before = copy.deepcopy(obj)
+            obj, changed = self._update(obj, join)
+            return Action(node, JOINED if changed else UNCHANGED, req.namespace, obj["metadata"]["name"], obj, before)
+        name = free_name(req.object_name(node), taken)
+        body: dict[str, Any] = {
+            "apiVersion": NODE_MAINTENANCES.api_version,
+            "kind": NODE_MAINTENANCES.kind,
+            "metadata": {"name": name, "namespace": req.namespace},
+            "spec": {"requestorID": req.requestor, "nodeName": node, **req.spec},
+        }
+        if self.check_mode:
+            obj = body
+        else:
+            obj = self.client.create(NODE_MAINTENANCES, body, req.namespace)
+            obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
+            obj.setdefault("kind", NODE_MAINTENANCES.kind)
+        taken.add(name)
+        return Action(node, CREATED, req.namespace, name, obj)
 
     def absent(self, nodes: Sequence[str]) -> list[Action]:
         items = _by_node(self._list())

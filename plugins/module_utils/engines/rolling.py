@@ -43,6 +43,7 @@ WAIT_PHASES = (WAIT_GATE, WAIT_WAVE, WAIT_READY, WAIT_INTERRUPTED)
 # The step that goes on with each wait (a wave or gate wait after a finish goes on in next_wave).
 STEP_OF_WAIT = {WAIT_GATE: "next_wave", WAIT_WAVE: "next_wave", WAIT_READY: "finish", WAIT_INTERRUPTED: "start"}
 NAMES_SHOWN = 5  # nodes a progress message names
+NODE_GONE = "its Node object is gone (deleted during the run, before its wave); it was not maintained"
 
 
 @dataclass
@@ -182,10 +183,10 @@ class Rolling:
 
     def _look(
         self, nodes: Sequence[str], report: PassReport | None = None
-    ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]], set[str]]:
-        """:meth:`_phases`, and the nodes whose request of this requestor is being deleted and waited for (its own,
-        whose name is taken until it is gone, or one it joined that is not drained: it is released soon). A request
-        it joined that is drained is held for it when its owner deletes it, and counts as this run's. The requests
+    ) -> tuple[dict[str, str | None], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """:meth:`_phases`, and by node the request of this requestor being deleted and waited for, where the node
+        has no other (its own, gone soon, or one it joined that is not drained: it is released soon). A request it
+        joined that is drained is held for it when its owner deletes it, and counts as this run's. The requests
         as the reconcile pass ``report`` left them when it went through (see ``PassReport.objects``), else as
         listed now."""
         wanted = set(nodes)
@@ -194,7 +195,7 @@ class Rolling:
         else:
             items = self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
         objects: dict[str, dict[str, Any]] = {}
-        deleting: set[str] = set()
+        deleting: dict[str, dict[str, Any]] = {}
         requestor = self.options.requestor
         for obj in items:
             spec = obj.get("spec") or {}
@@ -202,21 +203,19 @@ class Rolling:
             if node not in wanted:
                 continue
             if spec.get("requestorID") == requestor or requestor in (spec.get("additionalRequestors") or []):
-                if (obj.get("metadata") or {}).get("deletionTimestamp"):
-                    if spec.get("requestorID") == requestor:
-                        deleting.add(node)  # its name is taken until it is gone
-                        continue
-                    if FINALIZER not in ((obj.get("metadata") or {}).get("finalizers") or []):
-                        continue  # released (uncordoned) already: nothing of it is this run's any more
-                    if lc.NodeMaintenanceView.from_dict(obj).phase not in core.DRAINED_PHASES:
-                        deleting.add(node)  # not drained: released soon
-                        continue
-                    # joined, drained, and held for the requestors left (this one among them): this run's to use
                 obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
                 obj.setdefault("kind", NODE_MAINTENANCES.kind)
+                meta = obj.get("metadata") or {}
+                if meta.get("deletionTimestamp") and not lc.held_for(obj, requestor):
+                    # its own (waited for until it is gone), or one it joined still to be released (not drained);
+                    # one without the finalizer is released already: nothing of it is this run's any more
+                    if spec.get("requestorID") == requestor or FINALIZER in (meta.get("finalizers") or []):
+                        deleting[node] = obj
+                    continue
+                # a request of its own, one it joined, or one it joined held for it: this run's to use
                 objects[node] = obj
         phases = {n: (lc.NodeMaintenanceView.from_dict(objects[n]).phase if n in objects else None) for n in nodes}
-        return phases, objects, deleting
+        return phases, objects, {n: o for n, o in deleting.items() if n not in objects}
 
     def _pass(self) -> PassReport | None:
         """One reconcile pass with the built-in engine (None with the operator)."""
@@ -375,12 +374,10 @@ class Rolling:
         opts = self.options
         call_began = self.monotonic()
         run = self.load()
-        budget = core.fail_budget(run, opts.max_fail_percentage)
-        if budget.exceeded:
-            return {"changed": False, "wave": None, "nodes": [], "done": False, "abort": True, **self.status(run)}
+        settled = self._no_wave(run)
+        if settled is not None:
+            return settled
         pending = run.in_state(core.PENDING)
-        if not pending:
-            return {"changed": False, "wave": None, "nodes": [], "done": True, "abort": False, **self.status(run)}
         gate_report: dict[str, Any] = {}
         if resume is None or resume.get("phase") != WAIT_WAVE:  # a wave wait goes on past the gates it passed
             stop, gate_report = self._hold(run, pending, self._since(resume, WAIT_GATE), call_began)
@@ -409,8 +406,22 @@ class Rolling:
                 # and a request made again, on the requests as they are now
                 phases, objects, deleting = self._look(pending)
                 missing = [n for n in pending if phases[n] is None and n not in deleting]
+            gone = self._gone(pending, missing, report)
+            if gone:  # deleted during the run, before its wave: failed, as one gone after its maintenance is
+                for node in gone:
+                    core.mark_failed(run, node, NODE_GONE, self.clock())
+                self.save(run)
+                mine = [n for n in gone if n in objects]
+                if mine:  # nothing to keep cordoned: give the request back (the engine releases it, its node gone)
+                    self.requests.absent(mine)
+                settled = self._no_wave(run, changed=True)
+                if settled is not None:
+                    return settled
+                pending = run.in_state(core.PENDING)
+                missing = [n for n in missing if n not in gone]
+                phases = {n: phases[n] for n in pending}
             if missing:
-                self.requests.present(missing)
+                self.requests.present(missing, checked=True)
                 phases, objects, deleting = self._look(pending)
             now = self.clock()
             core.observe(run, phases, now, since=began)
@@ -432,7 +443,7 @@ class Rolling:
                 }
             if self.monotonic() >= deadline:
                 busy = decision.busy + decision.queued
-                waiting = [self.requests.explain(self._action(n, objects.get(n))) for n in busy]
+                waiting = [self.requests.explain(self._action(n, objects.get(n) or deleting.get(n))) for n in busy]
                 self.save(run)
                 raise RequestError(
                     f"No node of run {opts.run_id!r} became ready for its maintenance within {opts.wave_timeout:g}s: "
@@ -440,17 +451,37 @@ class Rolling:
                 )
             if self._progress_due(call_began):
                 self.save(run)
+                queued = [n for n in decision.queued if n not in deleting]
+                released = [n for n in decision.queued if n in deleting]
                 return self._waiting(
                     run,
                     WAIT_WAVE,
                     since,
                     opts.wave_timeout,
                     f"waiting for the next wave: {_named(decision.busy)} being prepared (cordon, drain), "
-                    f"{_named(decision.queued)} waiting for the scheduler",
+                    f"{_named(queued)} waiting for the scheduler"
+                    + (f", {_named(released)} whose earlier request is still being deleted" if released else ""),
                     busy=decision.busy,
-                    queued=decision.queued,
+                    queued=queued,
+                    **({"releasing": released} if released else {}),
                 )
             self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
+
+    def _no_wave(self, run: core.RunRecord, changed: bool = False) -> dict[str, Any] | None:
+        """next_wave's result when no wave can come: the failures are over the budget (abort), or no node is
+        pending (done); else None."""
+        if core.fail_budget(run, self.options.max_fail_percentage).exceeded:
+            return {"changed": changed, "wave": None, "nodes": [], "done": False, "abort": True, **self.status(run)}
+        if not run.in_state(core.PENDING):
+            return {"changed": changed, "wave": None, "nodes": [], "done": True, "abort": False, **self.status(run)}
+        return None
+
+    def _gone(self, pending: Sequence[str], missing: Sequence[str], report: PassReport | None) -> list[str]:
+        """The pending nodes whose Node object is gone: among those without a request (``missing``: one cannot be
+        made for them) and those the reconcile pass ``report`` did not list, confirmed by a read of their own."""
+        listed = report.node_names if report is not None else None
+        suspects = [n for n in pending if n in missing or (listed is not None and n not in listed)]
+        return self.requests.unknown_nodes(suspects) if suspects else []
 
     def finish(
         self,

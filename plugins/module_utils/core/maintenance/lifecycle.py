@@ -381,12 +381,31 @@ def next_step(
     return Step(waiting=f"unknown Ready reason {phase!r}; left alone")
 
 
+def held(nm: NodeMaintenanceView) -> bool:
+    """Whether a request being deleted is kept, its node still in maintenance, for its additional requestors: it
+    is drained and still carries the finalizer (its node must exist too, else it is released)."""
+    return (
+        nm.deleting
+        and nm.finalizer
+        and nm.phase in (PHASE_READY, PHASE_REQUESTOR_FAILED)
+        and bool(nm.additional_requestors)
+    )
+
+
+def held_for(obj: Mapping[str, Any], requestor: str) -> bool:
+    """Whether ``obj`` is a request that ``requestor`` joined, deleted by its owner and kept for the requestors
+    left (:func:`held`), this one among them: the node's maintenance goes on for it."""
+    nm = NodeMaintenanceView.from_dict(obj)
+    owner = (obj.get("spec") or {}).get("requestorID")
+    return held(nm) and requestor in nm.additional_requestors and owner != requestor
+
+
 def _deletion(nm: NodeMaintenanceView, node: Mapping[str, Any] | None) -> Step:
     if not nm.finalizer:
         return Step(waiting="being deleted; nothing of ours to clean up")
     if node is None:
         return Step(finalizer=False, released=True)
-    if nm.phase in (PHASE_READY, PHASE_REQUESTOR_FAILED) and nm.additional_requestors:
+    if held(nm):
         return Step(waiting="being deleted, held for the additional requestors " + ", ".join(nm.additional_requestors))
     step = Step(finalizer=False, released=True)
     if should_uncordon(nm, node):
