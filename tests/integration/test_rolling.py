@@ -387,6 +387,43 @@ def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
     assert maintained(log) == dict.fromkeys(names, 1)
 
 
+def test_a_node_deleted_before_its_wave_fails_and_the_run_goes_on(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    api, namespace = engine.api, engine.namespace
+    selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    extra = {"rolling_max_fail_percentage": 20, "rolling_simulated_reboot_seconds": 4}
+    cmd = command(engine, selector, tasks, "vanish", "-e", json.dumps(extra))
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+
+        def a_node_waiting_for_its_wave() -> str | None:
+            try:
+                state = record(engine, "vanish")
+            except k8s.ApiException:
+                return None
+            if not any(r["state"] == "maintaining" for r in state.values()):
+                return None
+            waiting = sorted(n for n, r in state.items() if r["state"] == "pending" and r.get("admitted") is None)
+            return waiting[-1] if waiting else None
+
+        victim = kwok.wait_until(a_node_waiting_for_its_wave, 120, "a wave in its maintenance, a node still waiting")
+        kwok.delete_nodes(api, [victim], timeout=60)  # scaled away during the run
+        out, _err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+            proc.wait(timeout=60)
+    assert proc.returncode == 2, out[-6000:]  # a node needs a look
+    state = record(engine, "vanish")
+    assert state[victim]["state"] == "failed" and "Node object is gone" in state[victim]["message"], out[-6000:]
+    assert {n for n, r in state.items() if r["state"] == "done"} == set(names) - {victim}, out[-6000:]
+    assert victim not in maintained(log)
+    assert our_requests(api, namespace) == [], "the gone node's request was given back too"
+    assert cordoned(api, [n for n in names if n != victim]) == []
+
+
 @BUILTIN_ONLY
 def test_bad_input_changes_nothing(engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path) -> None:
     api, namespace = engine.api, engine.namespace

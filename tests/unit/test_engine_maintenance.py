@@ -448,6 +448,16 @@ def test_a_request_released_but_held_by_another_finalizer_is_not_taken_for_gone(
     assert requests.wait(actions, is_gone, 0, reconciler(api))
 
 
+def test_the_owner_is_done_with_a_request_the_engine_keeps_for_a_requestor_that_joined_it(api: FakeApi) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0", additionalRequestors=["b.example.com"]))
+    reconciler(api).run_pass()
+    owner = Requests(api, RequestSpec("a.example.com", NS, "a"))  # type: ignore[arg-type]
+    actions = owner.absent(["n0"])
+    assert owner.wait(actions, is_gone, 0, reconciler(api)), "held for b.example.com: given back as far as a goes"
+    assert actions[0].obj is not None and actions[0].obj["metadata"].get("deletionTimestamp")
+    assert api.objects[(NODES.plural, None, "n0")]["spec"].get("unschedulable") is True
+
+
 def test_a_wait_for_ready_looks_at_the_requests_afresh_after_each_pass(api: FakeApi) -> None:
     """A pass shows a request it did not write as it listed it: good enough to see one go (it is looked at again
     after the next pass), not to call one Ready."""

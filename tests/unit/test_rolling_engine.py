@@ -851,6 +851,42 @@ def test_the_builtin_engine_fails_a_node_deleted_under_its_waiting_request_and_g
     assert api.request("n1") is None, "given back, and released by the engine (its node is gone)"
 
 
+def test_with_the_operator_a_node_deleted_under_its_waiting_request_fails_at_the_next_call(api: Api) -> None:
+    started(api, "n0", "n1")
+    del api.objects[(NODES.plural, None, "n1")]  # its request stays, Pending: the operator never admits it
+    api.set_phase("n0", lc.PHASE_READY)
+    api.set_phase("n1", lc.PHASE_PENDING)
+    wave = rolling(api, gather=0.0, max_fail_percentage=50).next_wave()
+    assert wave["nodes"] == ["n0"] and wave["failed_nodes"] == ["n1"] and api.request("n1") is None
+
+
+def test_finish_is_done_with_a_request_the_engine_keeps_for_another_requestor_that_joined_it(api: Api) -> None:
+    reconcile, _reads = builtin_with_lists(api, "n0")
+    assert rolling(api, engine="builtin", reconcile=reconcile).next_wave()["nodes"] == ["n0"]
+    obj = api.request("n0")
+    assert obj is not None
+    obj["spec"]["additionalRequestors"] = ["other.example.com"]  # e.g. a firmware operator joined it
+    api._bump(obj)
+    result = rolling(api, engine="builtin", reconcile=reconcile, release_timeout=5.0).finish(["n0"], {})
+    assert result["released"] == ["n0"] and api.record()["n0"]["state"] == core.DONE
+    held = api.request("n0")
+    assert held is not None and held["metadata"].get("deletionTimestamp"), "deleted, and kept for the other"
+    assert api.objects[(NODES.plural, None, "n0")]["spec"].get("unschedulable") is True, "cordoned for the other"
+
+
+def test_a_node_whose_own_request_is_kept_for_another_requestor_is_requested_again_beside_it(api: Api) -> None:
+    started(api, "n0", "n1")
+    old = api.request("n1")
+    assert old is not None
+    old["spec"]["additionalRequestors"] = ["other.example.com"]
+    old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER])
+    api.set_phase("n1", lc.PHASE_READY)  # drained: kept for the other requestor, for as long as it wants
+    api.set_phase("n0", lc.PHASE_READY)
+    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
+    again = [o for o in mine(api, "n1") if not o["metadata"].get("deletionTimestamp")]
+    assert [o["metadata"]["name"] for o in again] == [f"{REQUESTOR}-n1-2"], "requested again, waiting behind it"
+
+
 def test_a_request_of_its_own_being_deleted_is_named_as_such_while_the_wave_waits(api: Api) -> None:
     api.tick = 5.0
     started(api, "n0", "n1")

@@ -484,7 +484,11 @@ def is_ready(action: Action) -> bool:
 
 
 def is_gone(action: Action) -> bool:
-    return action.action not in (DELETED, DELETING) or action.obj is None
+    """Whether a request given back is done with: gone, or being deleted and kept by the engine for the other
+    requestors that joined it (the node stays in maintenance for them, no longer for this one)."""
+    if action.action not in (DELETED, DELETING) or action.obj is None:
+        return True
+    return lc.held(lc.NodeMaintenanceView.from_dict(action.obj))
 
 
 def why_not_ready(action: Action, blocked: str = "") -> str:

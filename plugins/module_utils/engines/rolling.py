@@ -207,9 +207,13 @@ class Rolling:
                 obj.setdefault("kind", NODE_MAINTENANCES.kind)
                 meta = obj.get("metadata") or {}
                 if meta.get("deletionTimestamp") and not lc.held_for(obj, requestor):
-                    # its own (waited for until it is gone), or one it joined still to be released (not drained);
-                    # one without the finalizer is released already: nothing of it is this run's any more
-                    if spec.get("requestorID") == requestor or FINALIZER in (meta.get("finalizers") or []):
+                    # its own, waited for until it is gone (unless held for the requestors that joined it: not soon,
+                    # so a request is made beside it, which waits for it), or one it joined still to be released
+                    # (not drained); one without the finalizer is released already: nothing of it is this run's
+                    own = spec.get("requestorID") == requestor
+                    if (own and not lc.held(lc.NodeMaintenanceView.from_dict(obj))) or (
+                        not own and FINALIZER in (meta.get("finalizers") or [])
+                    ):
                         deleting[node] = obj
                     continue
                 # a request of its own, one it joined, or one it joined held for it: this run's to use
@@ -406,7 +410,7 @@ class Rolling:
                 # and a request made again, on the requests as they are now
                 phases, objects, deleting = self._look(pending)
                 missing = [n for n in pending if phases[n] is None and n not in deleting]
-            gone = self._gone(pending, missing, report)
+            gone = self._gone(pending, missing, report, first=passes == 1)
             if gone:  # deleted during the run, before its wave: failed, as one gone after its maintenance is
                 for node in gone:
                     core.mark_failed(run, node, NODE_GONE, self.clock())
@@ -476,11 +480,17 @@ class Rolling:
             return {"changed": changed, "wave": None, "nodes": [], "done": True, "abort": False, **self.status(run)}
         return None
 
-    def _gone(self, pending: Sequence[str], missing: Sequence[str], report: PassReport | None) -> list[str]:
-        """The pending nodes whose Node object is gone: among those without a request (``missing``: one cannot be
-        made for them) and those the reconcile pass ``report`` did not list, confirmed by a read of their own."""
+    def _gone(
+        self, pending: Sequence[str], missing: Sequence[str], report: PassReport | None, first: bool
+    ) -> list[str]:
+        """The pending nodes whose Node object is gone, among those without a request (``missing``: one cannot be
+        made for them) and those the reconcile pass ``report`` did not list; without a pass that listed the Nodes
+        (the operator's engine), all of them at the ``first`` look of a call. Each confirmed by a read."""
         listed = report.node_names if report is not None else None
-        suspects = [n for n in pending if n in missing or (listed is not None and n not in listed)]
+        if listed is None and first:
+            suspects = list(pending)
+        else:
+            suspects = [n for n in pending if n in missing or (listed is not None and n not in listed)]
         return self.requests.unknown_nodes(suspects) if suspects else []
 
     def finish(
