@@ -21,9 +21,8 @@ description:
   - A request it joined whose owner deleted it while it was drained is kept for the requestors left; for them it
     is still their request (V(unchanged)), and no second one is made. While its own request of the default name
     is still being deleted, a new one is made as C(<name>-2) (then C(-3), ...).
-  - With O(wait=true) the task waits until every request is Ready (O(state=present)) or given back
-    (O(state=absent)), that is gone, or being deleted and kept for the requestors that joined it (the node stays
-    in maintenance for them). By default it runs the reconcile passes of M(nodeops.maintenance.maintenance_reconcile)
+  - With O(wait=true) the task waits until every request is Ready (O(state=present)) or gone
+    (O(state=absent)). By default it runs the reconcile passes of M(nodeops.maintenance.maintenance_reconcile)
     itself while it waits; with O(engine=operator) it only watches, for clusters where the NVIDIA Maintenance
     Operator (or another reconciler) does the work.
   - Every node is checked before the first write; an unknown node fails the task and changes nothing. Updates

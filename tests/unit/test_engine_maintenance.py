@@ -29,6 +29,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
     RequestError,
     Requests,
     RequestSpec,
+    is_given_back,
     is_gone,
     is_ready,
 )
@@ -453,8 +454,9 @@ def test_the_owner_is_done_with_a_request_the_engine_keeps_for_a_requestor_that_
     reconciler(api).run_pass()
     owner = Requests(api, RequestSpec("a.example.com", NS, "a"))  # type: ignore[arg-type]
     actions = owner.absent(["n0"])
-    assert owner.wait(actions, is_gone, 0, reconciler(api)), "held for b.example.com: given back as far as a goes"
+    assert owner.wait(actions, is_given_back, 0, reconciler(api)), "held for b.example.com: done with, for a"
     assert actions[0].obj is not None and actions[0].obj["metadata"].get("deletionTimestamp")
+    assert not is_gone(actions[0]), "not gone: a wait for the node to be back (node_maintenance) goes on"
     assert api.objects[(NODES.plural, None, "n0")]["spec"].get("unschedulable") is True
 
 

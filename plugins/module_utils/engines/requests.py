@@ -467,7 +467,7 @@ class Requests:
                 report = reconciler.run_pass()
                 self.note(report)
                 changed = report.changed
-            self.refresh(actions, report if until is is_gone else None)
+            self.refresh(actions, report if until in (is_gone, is_given_back) else None)
             if all(until(a) for a in actions):
                 return True
             remaining = deadline - clock()
@@ -484,11 +484,13 @@ def is_ready(action: Action) -> bool:
 
 
 def is_gone(action: Action) -> bool:
-    """Whether a request given back is done with: gone, or being deleted and kept by the engine for the other
-    requestors that joined it (the node stays in maintenance for them, no longer for this one)."""
-    if action.action not in (DELETED, DELETING) or action.obj is None:
-        return True
-    return lc.held(lc.NodeMaintenanceView.from_dict(action.obj))
+    return action.action not in (DELETED, DELETING) or action.obj is None
+
+
+def is_given_back(action: Action) -> bool:
+    """:func:`is_gone`, or being deleted and kept by the engine for the requestors that joined it: done with for
+    this requestor (the node stays in maintenance for them, no longer for it)."""
+    return is_gone(action) or lc.held(lc.NodeMaintenanceView.from_dict(action.obj or {}))
 
 
 def why_not_ready(action: Action, blocked: str = "") -> str:

@@ -29,7 +29,7 @@ from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, NotFound
 from .maintenance import PassReport, ReconcileOptions, Reconciler, key_of
-from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_gone
+from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_given_back
 
 FAILED_REASON = "FailedMaintenance"
 STOP_WINDOW = "window"
@@ -712,8 +712,8 @@ class Rolling:
             self.reconciler.schedule_new = False
         pending = run.in_state(core.PENDING)
         actions = self.requests.absent(pending) if pending else []
-        if actions and not self.requests.wait(actions, is_gone, self.options.release_timeout, self.reconciler):
-            left = [self.requests.explain(a) for a in actions if not is_gone(a)]
+        if actions and not self.requests.wait(actions, is_given_back, self.options.release_timeout, self.reconciler):
+            left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             raise RequestError(
                 f"The run stopped ({stopped['reason']}), but its requests were not gone after "
                 f"{self.options.release_timeout:g}s: " + "; ".join(left)
@@ -788,9 +788,9 @@ class Rolling:
         if not nodes:
             return []
         actions = self.requests.absent(nodes)
-        gone = self.requests.wait(actions, is_gone, self.options.release_timeout, self.reconciler)
+        gone = self.requests.wait(actions, is_given_back, self.options.release_timeout, self.reconciler)
         if not gone:
-            left = [self.requests.explain(a) for a in actions if not is_gone(a)]
+            left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             timeout = self.options.release_timeout
             raise RequestError(f"Released requests not gone after {timeout:g}s: " + "; ".join(left))
         now = self.clock()
