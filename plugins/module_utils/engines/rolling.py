@@ -467,7 +467,7 @@ class Rolling:
                     + (f", {_named(released)} whose earlier request is still being deleted" if released else ""),
                     busy=decision.busy,
                     queued=queued,
-                    **({"releasing": released} if released else {}),
+                    releasing=released,
                 )
             self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
 
