@@ -3,6 +3,7 @@ stores it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
@@ -121,3 +122,40 @@ def test_the_canonical_form_means_what_the_request_means(spec: dict[str, Any]) -
             assert (short["waitForPodCompletion"].get(field) or None) == (
                 spec["waitForPodCompletion"].get(field) or None
             )
+
+
+# ----------------------------------------------------------------------------------------- names
+_DNS_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", fullmatch=True)
+_DNS_NAME = st.lists(_DNS_LABEL, min_size=1, max_size=6).map(".".join).filter(lambda name: len(name) <= 253)
+
+
+def _valid_name(name: str) -> bool:
+    """An object name as the API server checks it (a DNS-1123 subdomain: the pattern and the length)."""
+    return (
+        len(name) <= rs.MAX_NAME
+        and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name) is not None
+    )
+
+
+def test_a_request_is_named_after_its_prefix_and_node_then_numbered() -> None:
+    assert rs.request_name("ops.example.com", "n1") == "ops.example.com-n1"
+    assert rs.request_name("ops.example.com", "n1", 3) == "ops.example.com-n1-3"
+    taken = {"ops.example.com-n1", "ops.example.com-n1-2"}
+    assert rs.free_request_name("ops.example.com", "n1", taken) == "ops.example.com-n1-3"
+    assert rs.free_request_name("ops.example.com", "n2", taken) == "ops.example.com-n2"
+
+
+@given(_DNS_NAME, _DNS_NAME, st.integers(min_value=1, max_value=10_000))
+def test_a_request_name_is_a_valid_object_name_for_any_prefix_and_node(prefix: str, node: str, number: int) -> None:
+    name = rs.request_name(prefix, node, number)
+    assert _valid_name(name), name
+    assert name == rs.request_name(prefix, node, number), "the same node always gets the same name"
+    if len(prefix) + len(node) + 1 + (len(str(number)) + 1 if number > 1 else 0) <= rs.MAX_NAME:
+        assert name == f"{prefix}-{node}" + (f"-{number}" if number > 1 else "")
+
+
+def test_names_too_long_for_an_object_differ_by_node_and_number() -> None:
+    prefix = "maintenance." + "a" * 60 + ".example.com"
+    nodes = ["b" * 63 + "." + "c" * 63 + "." + "d" * 60 + suffix for suffix in ("0", "1")]
+    names = {rs.request_name(prefix, node, number) for node in nodes for number in (1, 2)}
+    assert len(names) == 4 and all(_valid_name(name) for name in names)

@@ -11,8 +11,12 @@ becomes 300. :func:`operator_stores` says what the operator ends up with and why
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Container, Mapping
 from typing import Any
+
+#: The longest name an object may have (a DNS subdomain).
+MAX_NAME = 253
 
 #: The spec fields of a request (the rest, requestorID, nodeName and additionalRequestors, name who and where).
 REQUEST_FIELDS = ("cordon", "waitForPodCompletion", "drainSpec")
@@ -68,3 +72,26 @@ def operator_stores(spec: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
             f"takes longer than {DRAIN_TIMEOUT_DEFAULT} seconds fails"
         )
     return stored, changes
+
+
+def request_name(prefix: str, node: str, number: int = 1) -> str:
+    """The name of a request for ``node``: ``<prefix>-<node>``, and ``-<number>`` after it from the second on. A
+    name longer than an object name may be keeps its start and ends in a digest of the whole, so that two nodes
+    never share one and the same node always gets the same."""
+    base = f"{prefix}-{node}"
+    suffix = f"-{number}" if number > 1 else ""
+    if len(base) + len(suffix) <= MAX_NAME:
+        return base + suffix
+    digest = hashlib.sha256(base.encode()).hexdigest()[:16]
+    head = base[: MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-.")
+    return f"{head}-{digest}{suffix}"
+
+
+def free_request_name(prefix: str, node: str, taken: Container[str]) -> str:
+    """:func:`request_name`, or while an object of that name is still there (a request of this requestor being
+    deleted, whose finalizer is not removed yet), the first of its ``-2``, ``-3``, ... that is free: a request is
+    made by name, so that a retried creation meets its own first attempt instead of making a second one."""
+    number = 1
+    while (name := request_name(prefix, node, number)) in taken:
+        number += 1
+    return name
