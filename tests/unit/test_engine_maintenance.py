@@ -710,6 +710,24 @@ def test_requests_waiting_their_turn_are_looked_at_on_the_passs_own_thread(api: 
     assert [w for w in api.writes if w[1] != "leases"] == []
 
 
+def test_a_request_whose_creation_lost_its_answer_is_reported_as_created(api: FakeApi) -> None:
+    """The client sends a creation again when the first got no answer; the API server refuses it (the first made
+    the object), and the object found then is the one this task created."""
+    create = api.create
+
+    def answer_lost(res: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        create(res, body, namespace)
+        refused = errors.Conflict("already exists", 409, {})
+        refused.after_lost_answer = True
+        raise refused
+
+    api.create = answer_lost  # type: ignore[method-assign]
+    requests = Requests(api, RequestSpec("a.example.com", NS, "a", {"cordon": True}))  # type: ignore[arg-type]
+    assert [(x.action, x.name) for x in requests.present(["n0"])] == [("created", "a-n0")]
+    assert [w for w in api.writes if w[0] == "create"] == [("create", NODE_MAINTENANCES.plural, "a-n0")]
+    assert [(x.action, x.name) for x in requests.present(["n0"])] == [("unchanged", "a-n0")], "then unchanged"
+
+
 def test_a_large_release_lists_the_requests_once_and_looks_at_them_again_with_one_list(api: FakeApi) -> None:
     a = Requests(api, RequestSpec("a.example.com", NS, "a"))  # type: ignore[arg-type]
     nodes = [f"w{index:02d}" for index in range(REFRESH_BY_LIST + 2)]

@@ -754,7 +754,7 @@ def test_next_wave_leaves_a_request_being_deleted_alone_and_makes_it_again_once_
     started(api, "n0", "n1")
     obj = api.request("n1")
     assert obj is not None
-    obj["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/other"])
+    obj["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER, "example.com/other"])
     api.set_phase("n0", lc.PHASE_READY)
     wave = rolling(api, gather=0.0).next_wave()
     assert wave["nodes"] == ["n0"] and api.request("n1") is obj, "no second request while the first is there"
@@ -762,6 +762,22 @@ def test_next_wave_leaves_a_request_being_deleted_alone_and_makes_it_again_once_
     api.hooks.append(lambda a: a.set_phase("n1", lc.PHASE_READY) if a.request("n1") else None)
     rolling(api).finish(["n0"], {})
     assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"], "requested again once gone"
+
+
+def test_a_request_of_its_own_released_but_kept_by_another_finalizer_is_made_again_at_once(api: Api) -> None:
+    started(api, "n0", "n1")
+    old = api.request("n1")
+    assert old is not None
+    # the engine is done with it (its finalizer removed, the node uncordoned); only someone else's finalizer keeps it
+    old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/other"])
+    api.set_phase("n0", lc.PHASE_READY)
+    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
+    again = [
+        o
+        for (plural, _ns, _name), o in api.objects.items()
+        if plural == NODE_MAINTENANCES.plural and o["spec"]["nodeName"] == "n1" and o is not old
+    ]
+    assert [o["metadata"]["name"] for o in again] == [f"{REQUESTOR}-n1-2"], "requested again beside the kept one"
 
 
 def test_a_restart_takes_a_held_request_it_joined_as_its_own_and_makes_none_beside_it(api: Api) -> None:
@@ -851,6 +867,27 @@ def test_the_builtin_engine_fails_a_node_deleted_under_its_waiting_request_and_g
     assert api.request("n1") is None, "given back, and released by the engine (its node is gone)"
 
 
+def test_a_gone_node_s_request_is_given_back_before_the_record_says_it_failed(api: Api) -> None:
+    started(api, "n0", "n1")
+    del api.objects[(NODES.plural, None, "n1")]
+    api.set_phase("n0", lc.PHASE_READY)
+    api.set_phase("n1", lc.PHASE_PENDING)
+    driver = rolling(api, gather=0.0, max_fail_percentage=50)
+    save = driver.save
+    request_when_failed: list[Any] = []
+
+    def killed_after_saving_the_failure(run: core.RunRecord) -> None:
+        save(run)
+        if run.nodes["n1"].state == core.FAILED:
+            request_when_failed.append(api.request("n1"))
+            raise KeyboardInterrupt("killed")
+
+    driver.save = killed_after_saving_the_failure  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        driver.next_wave()
+    assert request_when_failed == [None], "no request left behind for a node the record no longer waits for"
+
+
 def test_with_the_operator_a_node_deleted_under_its_waiting_request_fails_at_the_next_call(api: Api) -> None:
     started(api, "n0", "n1")
     del api.objects[(NODES.plural, None, "n1")]  # its request stays, Pending: the operator never admits it
@@ -867,8 +904,13 @@ def test_finish_is_done_with_a_request_the_engine_keeps_for_another_requestor_th
     assert obj is not None
     obj["spec"]["additionalRequestors"] = ["other.example.com"]  # e.g. a firmware operator joined it
     api._bump(obj)
-    result = rolling(api, engine="builtin", reconcile=reconcile, release_timeout=5.0).finish(["n0"], {})
+    driver = rolling(api, engine="builtin", reconcile=reconcile, release_timeout=5.0)
+    result = driver.finish(["n0"], {})
     assert result["released"] == ["n0"] and api.record()["n0"]["state"] == core.DONE
+    assert [w for w in driver.requests.warnings if w.startswith("n0: ")] == [
+        f"n0: this run gave NodeMaintenance {NS}/{REQUESTOR}-n0 back, but it stays, and the node cordoned, for the "
+        "requestors that joined it (other.example.com) until they leave it"
+    ]
     held = api.request("n0")
     assert held is not None and held["metadata"].get("deletionTimestamp"), "deleted, and kept for the other"
     assert api.objects[(NODES.plural, None, "n0")]["spec"].get("unschedulable") is True, "cordoned for the other"
@@ -892,7 +934,7 @@ def test_a_request_of_its_own_being_deleted_is_named_as_such_while_the_wave_wait
     started(api, "n0", "n1")
     old = api.request("n1")
     assert old is not None
-    old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/other"])
+    old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER])
     api.set_phase("n0", lc.PHASE_DRAINING)
     waiting = rolling(api, progress_after=1.0).next_wave()["waiting"]
     assert waiting["releasing"] == ["n1"] and waiting["queued"] == []

@@ -15,7 +15,7 @@ import copy
 import re
 import threading
 import time
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,7 +121,7 @@ class RequestSpec:
     spec: dict[str, Any] = field(default_factory=dict)  # cordon, waitForPodCompletion, drainSpec
 
     def object_name(self, node: str) -> str:
-        return f"{self.name_prefix}-{node}"
+        return requestspec.request_name(self.name_prefix, node)
 
 
 def _rv(obj: Mapping[str, Any]) -> int:
@@ -132,17 +132,6 @@ def _rv(obj: Mapping[str, Any]) -> int:
 
 
 REFRESH_BY_LIST = 10  # more requests than this to look at again: one list instead of a GET each
-
-
-def free_name(name: str, taken: Container[str]) -> str:
-    """``name``, or while an object of that name is still there (a request of this requestor being deleted, whose
-    finalizer is not removed yet), the first of ``name-2``, ``name-3``, ... that is free: a request made by name,
-    so that a retried creation meets its own first attempt instead of making a second one."""
-    candidate, number = name, 1
-    while candidate in taken:
-        number += 1
-        candidate = f"{name}-{number}"
-    return candidate
 
 
 def _by_node(items: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -263,10 +252,15 @@ class Requests:
         items = _by_node(listed)
         taken = {o["metadata"]["name"] for o in listed}
         actions: list[Action] = []
+        lost: set[str] = set()  # names whose creation got no answer and was refused when tried again
         for node in nodes:
             for _attempt in range(MAX_CONFLICTS):
                 try:
-                    actions.append(self._present_one(node, items, taken))
+                    action = self._present_one(node, items, taken, lost)
+                    if action.action == UNCHANGED and action.name in lost and action.before is not None:
+                        # the first attempt made it: the request was created by this task
+                        action = Action(node, CREATED, action.namespace, action.name, action.obj)
+                    actions.append(action)
                     break
                 except Conflict:  # a request of the new one's name was made meanwhile: look again
                     listed = self._list()
@@ -276,7 +270,9 @@ class Requests:
                 raise RequestError(f"The request for {node} could not be made: its name kept being taken; try again.")
         return actions
 
-    def _present_one(self, node: str, items: Mapping[str, Sequence[dict[str, Any]]], taken: set[str]) -> Action:
+    def _present_one(
+        self, node: str, items: Mapping[str, Sequence[dict[str, Any]]], taken: set[str], lost: set[str]
+    ) -> Action:
         req = self.request
         live = _for_node(items, node)
         mine = [o for o in live if o["spec"].get("requestorID") == req.requestor]
@@ -313,7 +309,7 @@ class Requests:
             before = copy.deepcopy(obj)
             obj, changed = self._update(obj, join)
             return Action(node, JOINED if changed else UNCHANGED, req.namespace, obj["metadata"]["name"], obj, before)
-        name = free_name(req.object_name(node), taken)
+        name = requestspec.free_request_name(req.name_prefix, node, taken)
         body: dict[str, Any] = {
             "apiVersion": NODE_MAINTENANCES.api_version,
             "kind": NODE_MAINTENANCES.kind,
@@ -323,7 +319,12 @@ class Requests:
         if self.check_mode:
             obj = body
         else:
-            obj = self.client.create(NODE_MAINTENANCES, body, req.namespace)
+            try:
+                obj = self.client.create(NODE_MAINTENANCES, body, req.namespace)
+            except Conflict as exc:
+                if exc.after_lost_answer:
+                    lost.add(name)
+                raise
             obj.setdefault("apiVersion", NODE_MAINTENANCES.api_version)
             obj.setdefault("kind", NODE_MAINTENANCES.kind)
         taken.add(name)

@@ -29,7 +29,7 @@ from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, NotFound
 from .maintenance import PassReport, ReconcileOptions, Reconciler, key_of
-from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_given_back
+from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_given_back, is_gone
 
 FAILED_REASON = "FailedMaintenance"
 STOP_WINDOW = "window"
@@ -207,12 +207,13 @@ class Rolling:
                 obj.setdefault("kind", NODE_MAINTENANCES.kind)
                 meta = obj.get("metadata") or {}
                 if meta.get("deletionTimestamp") and not lc.held_for(obj, requestor):
-                    # its own, waited for until it is gone (unless held for the requestors that joined it: not soon,
-                    # so a request is made beside it, which waits for it), or one it joined still to be released
-                    # (not drained); one without the finalizer is released already: nothing of it is this run's
+                    # its own or one it joined, still to be released: waited for until it is gone; its own held for
+                    # the requestors that joined it (not soon) gets a request beside it, which waits for it; one
+                    # without the finalizer is released already (only another finalizer keeps it): nothing of it is
+                    # this run's, and the node is requested again
                     own = spec.get("requestorID") == requestor
-                    if (own and not lc.held(lc.NodeMaintenanceView.from_dict(obj))) or (
-                        not own and FINALIZER in (meta.get("finalizers") or [])
+                    if FINALIZER in (meta.get("finalizers") or []) and not (
+                        own and lc.held(lc.NodeMaintenanceView.from_dict(obj))
                     ):
                         deleting[node] = obj
                     continue
@@ -412,12 +413,12 @@ class Rolling:
                 missing = [n for n in pending if phases[n] is None and n not in deleting]
             gone = self._gone(pending, missing, report, first=passes == 1)
             if gone:  # deleted during the run, before its wave: failed, as one gone after its maintenance is
+                # nothing to keep cordoned: give the requests back (the engine releases them, their node gone),
+                # before the record says failed, so that a run killed in between finds the nodes gone again
+                self.requests.absent(gone)
                 for node in gone:
                     core.mark_failed(run, node, NODE_GONE, self.clock())
                 self.save(run)
-                mine = [n for n in gone if n in objects]
-                if mine:  # nothing to keep cordoned: give the request back (the engine releases it, its node gone)
-                    self.requests.absent(mine)
                 settled = self._no_wave(run, changed=True)
                 if settled is not None:
                     return settled
@@ -718,6 +719,7 @@ class Rolling:
                 f"The run stopped ({stopped['reason']}), but its requests were not gone after "
                 f"{self.options.release_timeout:g}s: " + "; ".join(left)
             )
+        self._warn_kept(actions)
         withdrawn = sorted(a.node for a in actions if a.action in (DELETED, LEFT))
         core.withdraw(run, pending)
         self.save(run)
@@ -793,6 +795,7 @@ class Rolling:
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             timeout = self.options.release_timeout
             raise RequestError(f"Released requests not gone after {timeout:g}s: " + "; ".join(left))
+        self._warn_kept(actions)
         now = self.clock()
         for node in nodes:
             if node in done:
@@ -800,6 +803,20 @@ class Rolling:
             else:
                 core.mark_released(run, node, now)
         return list(nodes)
+
+    def _warn_kept(self, actions: Sequence[Action]) -> None:
+        """A warning for each request given back that the engine keeps for the requestors that joined it: the run
+        is done with the node, which stays cordoned until they leave."""
+        for action in actions:
+            if is_gone(action):
+                continue
+            others = ", ".join((action.obj or {}).get("spec", {}).get("additionalRequestors") or []) or "none"
+            warning = (
+                f"{action.node}: this run gave NodeMaintenance {action.namespace}/{action.name} back, but it stays, "
+                f"and the node cordoned, for the requestors that joined it ({others}) until they leave it"
+            )
+            if warning not in self.requests.warnings:
+                self.requests.warnings.append(warning)
 
     def _update_request(self, node: str, mutate: Callable[[dict[str, Any]], bool], status: bool) -> None:
         for _attempt in range(5):
