@@ -27,8 +27,8 @@ description:
   - O(step=finish) takes the outcome of the wave's maintenance tasks. A node that succeeded is released once it
     is Ready in Kubernetes again (its request is deleted and the node uncordoned); a node that failed, or did not
     come back, gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)).
-    A request that other requestors joined (C(additionalRequestors)) stays, with the node cordoned, until they
-    leave it; the run is done with the node and the task warns, naming them.
+    A drained request that other requestors joined (C(additionalRequestors)) stays, with the node in maintenance,
+    until they leave it; the run is done with the node and the task warns, naming them.
   - O(step=summary) returns the record as a table.
   - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
     the settings of O(window) and O(gates); it reads nothing in the cluster.

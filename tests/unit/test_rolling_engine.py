@@ -90,12 +90,16 @@ class Api(FakeApi):
         return [o for (plural, _ns, _n), o in self.objects.items() if plural == NODE_MAINTENANCES.plural]
 
     def request(self, node_name: str) -> dict[str, Any] | None:
-        """The request of the run's requestor (owned or joined) for the node."""
+        """The request of the run's requestor (owned or joined) for the node; not one released already (being
+        deleted without the maintenance finalizer, kept only by another finalizer)."""
         found = [
             o
             for o in self.requests()
             if o["spec"]["nodeName"] == node_name
             and REQUESTOR in (o["spec"].get("requestorID"), *(o["spec"].get("additionalRequestors") or []))
+            and not (
+                o["metadata"].get("deletionTimestamp") and FINALIZER not in (o["metadata"].get("finalizers") or [])
+            )
         ]
         assert len(found) <= 1
         return found[0] if found else None
@@ -778,6 +782,12 @@ def test_a_request_of_its_own_released_but_kept_by_another_finalizer_is_made_aga
         if plural == NODE_MAINTENANCES.plural and o["spec"]["nodeName"] == "n1" and o is not old
     ]
     assert [o["metadata"]["name"] for o in again] == [f"{REQUESTOR}-n1-2"], "requested again beside the kept one"
+    api.set_phase("n1", lc.PHASE_READY)
+    assert rolling(api, gather=0.0).finish(["n0"], {})["released"] == ["n0"]
+    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"]
+    driver = rolling(api, release_timeout=5.0)
+    assert driver.finish(["n1"], {})["released"] == ["n1"], "the old one, released already, is not waited for"
+    assert api.record()["n1"]["state"] == core.DONE and driver.requests.warnings == []
 
 
 def test_a_restart_takes_a_held_request_it_joined_as_its_own_and_makes_none_beside_it(api: Api) -> None:
@@ -908,8 +918,8 @@ def test_finish_is_done_with_a_request_the_engine_keeps_for_another_requestor_th
     result = driver.finish(["n0"], {})
     assert result["released"] == ["n0"] and api.record()["n0"]["state"] == core.DONE
     assert [w for w in driver.requests.warnings if w.startswith("n0: ")] == [
-        f"n0: this run gave NodeMaintenance {NS}/{REQUESTOR}-n0 back, but it stays, and the node cordoned, for the "
-        "requestors that joined it (other.example.com) until they leave it"
+        f"n0: this run gave NodeMaintenance {NS}/{REQUESTOR}-n0 back, but it stays, and the node in maintenance, for "
+        "the requestors that joined it (other.example.com) until they leave it"
     ]
     held = api.request("n0")
     assert held is not None and held["metadata"].get("deletionTimestamp"), "deleted, and kept for the other"

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import requestspec
+from ..core.maintenance.scheduler import FINALIZER
 from ..core.node import rfc3339
 from ..core.node.errors import NodeopsError
 from ..k8s.client import EVENTS, NODE_MAINTENANCES, NODES, Client
@@ -489,9 +490,20 @@ def is_gone(action: Action) -> bool:
 
 
 def is_given_back(action: Action) -> bool:
-    """:func:`is_gone`, or being deleted and kept by the engine for the requestors that joined it: done with for
-    this requestor (the node stays in maintenance for them, no longer for it)."""
-    return is_gone(action) or lc.held(lc.NodeMaintenanceView.from_dict(action.obj or {}))
+    """:func:`is_gone`; or being deleted and either kept by the engine for the requestors that joined it (the node
+    stays in maintenance for them, no longer for this requestor) or released already (without the maintenance
+    finalizer: only another finalizer keeps the object, the node is free). Done with, for this requestor."""
+    if is_gone(action):
+        return True
+    obj = action.obj or {}
+    return FINALIZER not in ((obj.get("metadata") or {}).get("finalizers") or []) or lc.held(
+        lc.NodeMaintenanceView.from_dict(obj)
+    )
+
+
+def is_kept_for_others(action: Action) -> bool:
+    """Given back, and kept by the engine for the requestors that joined it."""
+    return not is_gone(action) and lc.held(lc.NodeMaintenanceView.from_dict(action.obj or {}))
 
 
 def why_not_ready(action: Action, blocked: str = "") -> str:

@@ -29,7 +29,17 @@ from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, NotFound
 from .maintenance import PassReport, ReconcileOptions, Reconciler, key_of
-from .requests import DELETED, LEFT, UNCHANGED, Action, RequestError, Requests, RequestSpec, is_given_back, is_gone
+from .requests import (
+    DELETED,
+    LEFT,
+    UNCHANGED,
+    Action,
+    RequestError,
+    Requests,
+    RequestSpec,
+    is_given_back,
+    is_kept_for_others,
+)
 
 FAILED_REASON = "FailedMaintenance"
 STOP_WINDOW = "window"
@@ -806,14 +816,14 @@ class Rolling:
 
     def _warn_kept(self, actions: Sequence[Action]) -> None:
         """A warning for each request given back that the engine keeps for the requestors that joined it: the run
-        is done with the node, which stays cordoned until they leave."""
+        is done with the node, which stays in maintenance until they leave."""
         for action in actions:
-            if is_gone(action):
+            if not is_kept_for_others(action):
                 continue
-            others = ", ".join((action.obj or {}).get("spec", {}).get("additionalRequestors") or []) or "none"
+            others = ", ".join((action.obj or {}).get("spec", {}).get("additionalRequestors") or [])
             warning = (
                 f"{action.node}: this run gave NodeMaintenance {action.namespace}/{action.name} back, but it stays, "
-                f"and the node cordoned, for the requestors that joined it ({others}) until they leave it"
+                f"and the node in maintenance, for the requestors that joined it ({others}) until they leave it"
             )
             if warning not in self.requests.warnings:
                 self.requests.warnings.append(warning)
