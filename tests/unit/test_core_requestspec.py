@@ -159,3 +159,11 @@ def test_names_too_long_for_an_object_differ_by_node_and_number() -> None:
     nodes = ["b" * 63 + "." + "c" * 63 + "." + "d" * 60 + suffix for suffix in ("0", "1")]
     names = {rs.request_name(prefix, node, number) for node in nodes for number in (1, 2)}
     assert len(names) == 4 and all(_valid_name(name) for name in names)
+
+
+def test_a_long_name_cut_at_a_dot_or_a_dash_is_still_a_valid_name() -> None:
+    for filler in ("-", "."):
+        # the cut falls right after the filler: the head must not end with it
+        node = "n" * (rs.MAX_NAME - 17 - len("p-") - 1) + filler + "x" * 40
+        name = rs.request_name("p", node, 1)
+        assert _valid_name(name), name
