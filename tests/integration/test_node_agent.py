@@ -7,10 +7,10 @@ bridge address, which can cut the API off for one agent or for all. The agents r
 a ServiceAccount token allowed only to get nodes and to read SelfNodeRemediations. The watchdog is a
 file the test watches; the reboot command records its calls.
 
-Scenarios, in order, on the same four agents: steady state; one agent loses only the API (peers
-healthy) → no fence; the API is down for everybody (peers answer "API error") → nobody fences; a
-SelfNodeRemediation for one node → that node fences; a fully isolated worker fences within the time
-the safe-time formula promises.
+Scenarios, in order, on the same four agents: steady state; one agent loses only the API (peers healthy) → no
+fence; the API is down for everybody (peers answer "API error") → nobody fences before the isolation limit; a
+SelfNodeRemediation for one node → that node fences; a fully isolated worker fences within the time the
+safe-time formula promises.
 """
 
 from __future__ import annotations
@@ -275,15 +275,16 @@ def test_agents_in_network_namespaces(lab: dict[str, Any], api: client.ApiClient
     forwarder.blocked.clear()
     wait_for(lambda: status(lost)["api_errors"] == 0 and status(lost)["state"] == "healthy", 90, "API back")
 
-    # 3. the API is down for everybody: peers answer "API error" → control-plane outage, nobody fences
+    # 3. the API is down for everybody: peers answer "API error" → control-plane outage, nobody fences before
+    # the isolation limit (an outage that outlasts it is in tests/unit/test_node_agent.py)
     forwarder.down = True
     wait_for(
-        lambda: all(status(a)["verdicts"].get("ApiServerOutage", 0) >= 3 for a in agents),
+        lambda: all(status(a)["verdicts"].get("ApiServerOutage", 0) >= 1 for a in agents),
         60,
-        "three outage verdicts on every agent",
+        "an outage verdict on every agent",
     )
-    assert not any(status(a)["fenced"] for a in agents), [a.log_tail() for a in agents]
     forwarder.down = False
+    assert not any(status(a)["fenced"] for a in agents), [a.log_tail() for a in agents]
     wait_for(lambda: all(status(a)["state"] == "healthy" for a in agents), 90, "all agents healthy again")
 
     # 4. a SelfNodeRemediation for agent 1's node → that node fences, the others do not
@@ -338,7 +339,8 @@ def test_agents_in_network_namespaces(lab: dict[str, Any], api: client.ApiClient
     decided = time.monotonic() - cut
     # the hardware would reset the node a watchdog timeout after the last feed
     reset_by = last_feed - cut + FAST["watchdogTimeoutSeconds"]
-    assert status(isolated)["last_verdict"]["code"] == "Isolated"
+    # isolated (no answer for 30 s) or the isolation limit, whichever came first
+    assert status(isolated)["fence_cause"] in ("Isolated", "IsolationLimit"), status(isolated)
     assert reset_by <= promise.effective_seconds, (reset_by, promise.as_dict())
     report.append(
         f"isolated → decided in {decided:.1f}s, watchdog reset by {reset_by:.1f}s,"
@@ -403,13 +405,13 @@ def test_strangers_holding_connections_during_an_api_outage_fence_nobody(lab: di
         )
         forwarder.down = True
         wait_for(
-            lambda: all(status(a)["verdicts"].get("ApiServerOutage", 0) >= 3 for a in agents),
+            lambda: all(status(a)["verdicts"].get("ApiServerOutage", 0) >= 1 for a in agents),
             120,
-            "three outage verdicts on every agent, under the flood",
+            "an outage verdict on every agent, under the flood",
         )
     finally:
+        forwarder.down = False  # before the isolation limit
         flood.close()
-        forwarder.down = False
     # every agent still heard its peers ("API error"), so nobody decided it was isolated
     for agent in agents:
         assert not status(agent)["fenced"] and agent.reboots() == [], agent.log_tail()

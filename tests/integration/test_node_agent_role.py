@@ -28,7 +28,15 @@ from cluster import kwok
 from integration.test_crds import run_role
 from kubernetes import client
 from support.ansible_cli import BIN, clean_env
-from support.node_agent import ROOT, AgentProcess, ask_peer, issue, peer_client_context, wait_for
+from support.node_agent import (
+    ROOT,
+    AgentProcess,
+    ask_peer,
+    assert_own_paths_and_ports,
+    issue,
+    peer_client_context,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -99,6 +107,7 @@ def deployed(cluster: Any, api: client.ApiClient, namespace: str, tmp_path: Path
             "node_agent_status_file": str(base / "run/status.json"),
             "node_agent_reboot_command": ["true"],
             "node_agent_watchdog_timeout_seconds": 3,
+            "node_agent_metrics_port": free_port(),
             "node_agent_settings": {
                 "hostPort": free_port(),
                 "listenAddress": "127.0.0.1",
@@ -121,9 +130,11 @@ def deployed(cluster: Any, api: client.ApiClient, namespace: str, tmp_path: Path
         "node_agent_pki_dir": str(tmp_path / "pki"),
     }
     agents: list[AgentProcess] = []
+    extra_nodes: list[str] = []
     rbac = client.RbacAuthorizationV1Api(api)
     try:
         yield {
+            "extra_nodes": extra_nodes,
             "api": api,
             "cluster": cluster,
             "inventory": inventory,
@@ -136,11 +147,11 @@ def deployed(cluster: Any, api: client.ApiClient, namespace: str, tmp_path: Path
     finally:
         for agent in agents:
             agent.stop()
-        kwok.delete_nodes(api, nodes, wait=False)
+        kwok.delete_nodes(api, [*nodes, *extra_nodes], wait=False)
         admission = client.AdmissionregistrationV1Api(api)
         deletes = [
             (delete, f"nodeops-node-agent:{node}")
-            for node in [*nodes, "127.0.0.21", "127.0.0.22"]
+            for node in [*nodes, *extra_nodes, "127.0.0.21", "127.0.0.22"]
             for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role)
         ]
         deletes += [
@@ -180,6 +191,7 @@ def test_role_installs_agents_that_run_and_refuse_strangers(deployed: dict[str, 
             check=False,
         )
         assert check.returncode == 0, check.stderr
+        assert_own_paths_and_ports(agent.config, etc.parent)
         log = (etc.parent / "agent.log").open("ab")
         agent.process = subprocess.Popen(
             [*command, "--config", str(etc / "config.json")], stdout=log, stderr=subprocess.STDOUT
@@ -275,6 +287,7 @@ def test_agents_named_by_ip_address_verify_each_other(deployed: dict[str, Any]) 
             "node_agent_config_dir": str(base / "etc"),
             "node_agent_status_file": str(base / "run/status.json"),
             "node_agent_settings": {**template["node_agent_settings"], "listenAddress": address},
+            "node_agent_metrics_port": free_port(),
         }
     inventory = tmp / "inventory-ip.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
@@ -284,6 +297,7 @@ def test_agents_named_by_ip_address_verify_each_other(deployed: dict[str, Any]) 
         etc = Path(hosts[name]["node_agent_config_dir"])
         agent = AgentProcess(name, etc.parent, json.loads((etc / "config.json").read_text()))
         command = [sys.executable, str(Path(hosts[name]["node_agent_install_dir"]) / "nodeops_node_agent.py")]
+        assert_own_paths_and_ports(agent.config, etc.parent)
         with (etc.parent / "agent.log").open("ab") as log:
             agent.process = subprocess.Popen(
                 [*command, "--config", str(etc / "config.json")], stdout=log, stderr=subprocess.STDOUT
@@ -338,3 +352,107 @@ def test_a_second_peer_ca_is_refused_and_check_mode_works_on_a_new_controller(de
     deploy(cluster, inventory, {**other, "node_agent_pki_replace_ca": True})
     for name, host in deployed["hosts"].items():
         assert (Path(host["node_agent_config_dir"]) / "peer-ca.crt").read_bytes() != trusted[name]
+
+
+def start_installed(deployed: dict[str, Any], name: str, host: dict[str, Any]) -> AgentProcess:
+    """The agent the role installed on ``host``, started as its unit would start it."""
+    etc = Path(host["node_agent_config_dir"])
+    agent = AgentProcess(name, etc.parent, json.loads((etc / "config.json").read_text()))
+    assert_own_paths_and_ports(agent.config, etc.parent)
+    command = [sys.executable, str(Path(host["node_agent_install_dir"]) / "nodeops_node_agent.py")]
+    with (etc.parent / "agent.log").open("ab") as log:
+        agent.process = subprocess.Popen(
+            [*command, "--config", str(etc / "config.json")], stdout=log, stderr=subprocess.STDOUT
+        )
+    deployed["agents"].append(agent)
+    return agent
+
+
+def test_a_node_added_with_limit_is_its_peers_peer_and_fences_in_time(deployed: dict[str, Any]) -> None:
+    """A node deployed with --limit to it alone: the role lists the old nodes in its peer list and writes it on
+    the old nodes too, whose agents read it without a restart. Cut off from the API with a remediation pending,
+    the new node hears it from them (they no longer close it as a stranger) and fences within the isolation
+    limit."""
+    from integration.test_node_agent import Forwarder
+
+    cluster, inventory, extra, tmp = deployed["cluster"], deployed["inventory"], deployed["extra"], deployed["tmp"]
+    api = deployed["api"]
+    deploy(cluster, inventory, extra)
+    old = sorted(deployed["hosts"])
+    old_agents = [start_installed(deployed, name, deployed["hosts"][name]) for name in old]
+    for agent in old_agents:
+        wait_for(lambda agent=agent: (s := agent.status()) and s["state"] == "healthy", 60, f"{agent.name} healthy")
+
+    new = kwok.add_nodes(api, 1, prefix="role-agent-new", labels={"node-role.kubernetes.io/worker": ""})[0]
+    deployed["extra_nodes"].append(new)
+    template = deployed["hosts"][old[0]]
+    base = tmp / new
+    base.mkdir()
+    (base / "watchdog").write_bytes(b"")
+    address = "127.0.0.31"  # an address no old node's list has yet: a stranger to them until the role lists it
+    host = {
+        **template,
+        "node_agent_address": address,
+        "node_agent_install_dir": str(base / "opt"),
+        "node_agent_config_dir": str(base / "etc"),
+        "node_agent_status_file": str(base / "run/status.json"),
+        "node_agent_metrics_port": free_port(),
+        "node_agent_settings": {
+            **template["node_agent_settings"],
+            "hostPort": free_port(),
+            "listenAddress": address,
+            "watchdogFilePath": str(base / "watchdog"),
+            "sysrqTriggerPath": str(base / "sysrq"),
+        },
+    }
+    hosts = {**deployed["hosts"], new: host}
+    grown = tmp / "inventory-grown.yml"
+    grown.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    recap = deploy(cluster, grown, extra, "--limit", new)
+    assert set(recap) == {new}, recap
+    for name in [*old, new]:
+        listed = json.loads((Path(hosts[name]["node_agent_config_dir"]) / "peers.json").read_text())
+        assert {p["name"] for p in listed} == {*old, new}, (name, listed)
+    # the old agents read their new list at their next check, without a restart
+    for agent in old_agents:
+        wait_for(lambda agent=agent: (agent.status() or {}).get("peers") == 2, 60, f"{agent.name} reading its new list")
+        assert agent.alive()
+
+    # the new node reaches the API through a forwarder the test can cut
+    server_host, server_port = cluster.server.removeprefix("https://").rsplit(":", 1)
+    forwarder = Forwarder(("127.0.0.1", 0), (server_host, int(server_port)))
+    try:
+        config_file = Path(host["node_agent_config_dir"]) / "config.json"
+        config = json.loads(config_file.read_text())
+        config.update(apiServer=f"https://127.0.0.1:{forwarder.server.getsockname()[1]}", apiServerName=server_host)
+        config_file.write_text(json.dumps(config))
+        node = start_installed(deployed, new, host)
+        wait_for(lambda: (s := node.status()) and s["state"] == "healthy", 60, "the new agent healthy")
+        assert (node.status() or {})["source_address"] == address
+        forwarder.down = True
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "self-node-remediation.medik8s.io",
+            "v1alpha1",
+            extra["node_agent_credential_namespace"],
+            "selfnoderemediations",
+            {
+                "apiVersion": "self-node-remediation.medik8s.io/v1alpha1",
+                "kind": "SelfNodeRemediation",
+                "metadata": {"name": new},
+                "spec": {},
+            },
+        )
+        status: dict[str, Any] = wait_for(
+            lambda: (s := node.status()) and s["fenced"] and s, 120, "the new node fencing"
+        )
+        # its peers told it: they knew it
+        assert status["fence_cause"] == "PeerReportsUnhealthy", status
+        assert status["fenced_at"] - status["confirmed_at"] <= status["isolation_limit_seconds"], status
+        wait_for(
+            lambda: sum((a.status() or {}).get("peer_answers_served", 0) for a in old_agents) > 0,
+            30,
+            "the old agents' status showing the answers they served",
+        )
+        assert not any((a.status() or {})["fenced"] for a in old_agents)
+    finally:
+        forwarder.close()

@@ -137,11 +137,15 @@ def ask_peer(
 # -- a fake API server (unit tests only; integration tests use the real one) ------------------------------
 @dataclass
 class FakeApi:
-    """HTTPS on 127.0.0.1: /readyz, SelfNodeRemediations, Nodes; ``up`` False answers 500."""
+    """HTTPS on 127.0.0.1 (or ``bind``): /readyz, SelfNodeRemediations, Nodes; ``up`` False answers 500;
+    ``remediations_status`` other than 200 refuses the SelfNodeRemediation list with that status (a lost
+    RoleBinding: 403) while /readyz still answers 200."""
 
     directory: Path
     token: str = "test-token"
     up: bool = True
+    remediations_status: int = 200
+    bind: str = "127.0.0.1"
     remediations: list[dict[str, Any]] = field(default_factory=list)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
@@ -166,6 +170,10 @@ class FakeApi:
                 if self.path.startswith("/readyz"):
                     return self._send(200, "ok")
                 if "selfnoderemediations" in self.path:
+                    if fake.remediations_status != 200:
+                        return self._send(
+                            fake.remediations_status, {"kind": "Status", "code": fake.remediations_status}
+                        )
                     return self._send(200, {"items": fake.remediations})
                 name = self.path.rsplit("/", 1)[-1]
                 if self.path.startswith("/api/v1/nodes/") and name in fake.nodes:
@@ -197,7 +205,7 @@ class FakeApi:
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(cert), str(key))
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer((self.bind, 0), Handler)
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
@@ -269,6 +277,7 @@ class AgentProcess:
             "peersFile": str(directory / "peers.json"),
             "statusFile": str(directory / "status.json"),
             "fenceMarkerFile": str(directory / "run" / "fence.json"),
+            "confirmationFile": str(directory / "run" / "confirmed.json"),
             "bootIdFile": str(boot_id),
             "watchdogFilePath": str(watchdog),
             "rebootCommand": [str(recorder), "reboot"],
@@ -291,6 +300,7 @@ class AgentProcess:
         return self.directory / "agent.log"
 
     def start(self) -> AgentProcess:
+        assert_own_paths_and_ports(self.config, self.directory, in_namespace=bool(self.prefix))
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [*self.prefix, sys.executable, str(AGENT), "--config", str(self.directory / "config.json")],
@@ -303,7 +313,7 @@ class AgentProcess:
 
     def status(self) -> dict[str, Any] | None:
         try:
-            result: dict[str, Any] = json.loads((self.directory / "status.json").read_text())
+            result: dict[str, Any] = json.loads(Path(self.config["statusFile"]).read_text())
         except (OSError, ValueError):
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"agent {self.name} exited:\n{self.log.read_text()[-3000:]}") from None
@@ -346,6 +356,30 @@ class AgentProcess:
             return "\n".join(self.log.read_text().splitlines()[-lines:])
         except OSError:
             return ""
+
+
+#: The agent's defaults that a test must never share with the host or with another test.
+HOST_DEFAULTS = {
+    "statusFile": "/run/nodeops-node-agent/status.json",
+    "fenceMarkerFile": "/run/nodeops-node-agent/fence.json",
+    "confirmationFile": "/run/nodeops-node-agent/confirmed.json",
+    "metricsPort": 9737,
+    "hostPort": 30001,
+}
+
+
+def assert_own_paths_and_ports(config: dict[str, Any], directory: Path, *, in_namespace: bool = False) -> None:
+    """A test's agent has a run directory, fence marker, status file and watchdog of its own under the test's
+    ``directory``, and no default port of the host (in a network namespace of its own the peer port is its own)."""
+    root = directory.resolve()
+    for key in ("statusFile", "fenceMarkerFile", "confirmationFile"):
+        value = config.get(key)
+        assert value and root in Path(value).resolve().parents, f"{key} {value!r} is not under the test's {root}"
+    assert not str(config.get("watchdogFilePath", "/dev/watchdog")).startswith("/dev/"), "the host's watchdog"
+    for key in ("metricsPort", "hostPort"):
+        if key == "hostPort" and in_namespace:
+            continue
+        assert config.get(key) not in (None, HOST_DEFAULTS[key]), f"{key} {config.get(key)!r} is the host's default"
 
 
 def free_port() -> int:

@@ -42,6 +42,18 @@ WORKER = {"apiErrors": 3, "workerPeers": 5}
             "Isolated",
             True,
         ),
+        # one slow Healthy answer against silence confirms nothing
+        ({**WORKER, "batches": [["Healthy", "RequestFailed", "RequestFailed"]]}, "RecentPeerAnswer", False),
+        # the isolation limit: Busy, API errors, too few peers or a tie keep nobody running past it
+        (
+            {**WORKER, "batches": [["Busy", "RequestFailed", "RequestFailed"]], "secondsCutOff": 85},
+            "IsolationLimit",
+            True,
+        ),
+        ({**WORKER, "batches": [["ApiError"] * 3], "secondsCutOff": 90}, "IsolationLimit", True),
+        ({**WORKER, "workerPeers": 0, "secondsCutOff": 85}, "IsolationLimit", True),
+        ({"apiErrors": 1, "workerPeers": 5, "secondsCutOff": 40, "isolationLimitSeconds": 30}, "IsolationLimit", True),
+        ({**WORKER, "batches": [["Healthy", "Healthy", "Busy"]], "secondsCutOff": 500}, "PeerReportsHealthy", False),
         # a tie asks the next batch, which decides
         (
             {**WORKER, "batches": [["Healthy", "Unhealthy", "RequestFailed"], ["Unhealthy"]]},
@@ -88,6 +100,8 @@ def test_numbers_and_a_file_work_too(tmp_path: Path) -> None:
         ({**WORKER, "peers": 3}, "unknown field 'peers'"),
         ({**WORKER, "controlPlane": "yes"}, "controlPlane: 'yes' is not true or false"),
         ({**WORKER, "secondsSinceLastAnswer": "soon"}, "secondsSinceLastAnswer"),
+        ({**WORKER, "secondsCutOff": -1}, "secondsCutOff: -1 is not a number of seconds"),
+        ({**WORKER, "isolationLimitSeconds": True}, "isolationLimitSeconds: True is not a number"),
         ("[1, 2", "--decide -:"),
         ([1], "must be a JSON object"),
     ],

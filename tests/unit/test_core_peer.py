@@ -23,6 +23,9 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.peer
     Code,
     Verdict,
     control_plane_verdict,
+    feeder_wait,
+    limit_verdict,
+    majority,
     node_is_control_plane,
     node_verdict,
     peer_answer,
@@ -68,9 +71,32 @@ def test_no_peers_with_min_peers_zero_is_isolated() -> None:
     assert (result.code, result.fence) == (Code.NO_PEERS_ISOLATED, True)
 
 
-def test_healthy_answer_resets() -> None:
-    result = verdict([[E, H, F]])
-    assert (result.code, result.fence, result.reset_errors) == (Code.PEER_REPORTS_HEALTHY, False, True)
+def test_healthy_answers_of_a_majority_of_those_asked_confirm() -> None:
+    result = verdict([[E, H, H]])
+    assert (result.code, result.fence, result.confirmed, result.reset_errors) == (
+        Code.PEER_REPORTS_HEALTHY,
+        False,
+        True,
+        True,
+    )
+    assert verdict([[H]]).confirmed  # a single peer decides alone, as upstream
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        [[E, H, F]],  # one slow liar against silence
+        [[H, F, F], [F, F, F]],
+        [[H, B, B]],  # against peers that closed the connection (full, or not knowing the asker)
+        [[H, E, E]],  # against peers in an outage
+        [[H, F]],  # one of two
+    ],
+)
+def test_one_healthy_answer_against_silence_confirms_nothing(batches: list[list[int]]) -> None:
+    result = verdict(batches, since=0.0)
+    assert not result.confirmed and not result.reset_errors
+    assert not result.fence  # not yet: the isolation limit decides
+    assert limit_verdict(result, 30.0, 30.0).code == Code.ISOLATION_LIMIT
 
 
 def test_one_lying_peer_is_outvoted_in_either_direction() -> None:
@@ -85,12 +111,12 @@ def test_a_tie_asks_the_next_batch_and_counts_over_batches() -> None:
     asked: list[int] = []
 
     def batches() -> Iterator[list[int]]:
-        for index, answers in enumerate([[U, H, F], [H, F, F], [U, U, U]]):
+        for index, answers in enumerate([[U, H, F], [H, H, H], [U, U, U]]):
             asked.append(index)
             yield answers
 
     result = worker_verdict(3, 3, 9, 1, batches(), 1000.0)
-    assert (result.code, result.fence) == (Code.PEER_REPORTS_HEALTHY, False)
+    assert (result.code, result.fence, result.peers_asked) == (Code.PEER_REPORTS_HEALTHY, False, 6)
     assert asked == [0, 1]
     # a tie to the end decides nothing: the node neither fences nor resets its count
     tie = verdict([[U, H, F]], since=1000.0)
@@ -115,14 +141,14 @@ def test_first_deciding_batch_ends_the_round() -> None:
     asked: list[int] = []
 
     def batches() -> Iterator[list[int]]:
-        for index, answers in enumerate([[F, F, F], [F, H, F], [U, U, U]]):
+        for index, answers in enumerate([[F, F, F], [H, H, H, H], [U, U, U]]):
             asked.append(index)
             yield answers
 
-    result = worker_verdict(3, 3, 9, 1, batches(), 0.0)
+    result = worker_verdict(3, 3, 10, 1, batches(), 0.0)
     assert result.code == Code.PEER_REPORTS_HEALTHY
     assert asked == [0, 1] and result.batches_asked == 2
-    assert result.answers == (F, F, F, F, H, F)
+    assert result.answers == (F, F, F, H, H, H, H)
 
 
 def test_most_peers_with_api_errors_is_an_outage_summed_over_batches() -> None:
@@ -164,8 +190,10 @@ def test_properties(batches: list[list[int]]) -> None:
         assert seen.count(U) > seen.count(H)
     if result.reset_errors:
         assert seen.count(H) > seen.count(U)
-    # one lying peer added to a first batch of two or more Healthy and no Unhealthy answers fences nothing
-    if batches[0].count(H) >= 2 and U not in batches[0]:
+        # confirmed only by a majority of the peers asked, the silent ones included
+        assert seen.count(H) >= majority(len(seen)) and result.confirmed
+    # one lying peer added to a first batch whose Healthy answers stay a majority with it fences nothing
+    if batches[0].count(H) >= majority(len(batches[0]) + 1) and U not in batches[0]:
         assert not verdict([[*batches[0], U], *batches[1:]], since=1000.0).fence
     # only peers that never showed a sign of life make a node isolated
     if set(flat) == {F}:
@@ -177,7 +205,8 @@ def test_properties(batches: list[list[int]]) -> None:
 
 # -- control-plane verdict ---------------------------------------------------------------------------
 def w(code: str) -> Verdict:
-    return Verdict(code, code in (Code.PEER_REPORTS_UNHEALTHY, Code.ISOLATED, Code.NO_PEERS_ISOLATED), False, code)
+    fence = code in (Code.PEER_REPORTS_UNHEALTHY, Code.ISOLATED, Code.NO_PEERS_ISOLATED)
+    return Verdict(code, fence, code == Code.PEER_REPORTS_HEALTHY, code)
 
 
 @pytest.mark.parametrize(
@@ -211,6 +240,58 @@ def test_control_plane_keeps_the_reset_of_a_healthy_worker_answer() -> None:
     healthy = verdict([[H]])
     assert control_plane_verdict(healthy, [F], True).reset_errors
     assert not control_plane_verdict(healthy, [U], True).reset_errors
+
+
+def test_control_plane_peers_confirm_by_a_majority_of_them() -> None:
+    outage = w(Code.API_SERVER_OUTAGE)
+    assert control_plane_verdict(outage, [H, H, F], True).confirmed
+    assert not control_plane_verdict(outage, [H, F, F], True).confirmed
+    assert not control_plane_verdict(outage, [], True).confirmed
+
+
+# -- the isolation limit ------------------------------------------------------------------------------
+LIMIT = safetime.isolation_limit({})
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        Code.THRESHOLD_NOT_REACHED,
+        Code.TOO_FEW_PEERS,
+        Code.API_SERVER_OUTAGE,
+        Code.RECENT_PEER_ANSWER,
+        Code.DIAGNOSTICS_PASSED,
+        Code.CONTROL_PLANE_PEERS_REACHABLE,
+    ],
+)
+def test_no_verdict_that_keeps_a_node_running_outlasts_the_isolation_limit(code: str) -> None:
+    before = limit_verdict(w(code), LIMIT - 0.001, LIMIT)
+    assert before.code == code and not before.fence
+    after = limit_verdict(w(code), LIMIT, LIMIT)
+    assert (after.code, after.fence, after.confirmed) == (Code.ISOLATION_LIMIT, True, False)
+    assert code in after.reason
+
+
+def test_a_confirmed_or_fencing_verdict_is_left_as_it_is() -> None:
+    for code in (Code.PEER_REPORTS_HEALTHY, Code.PEER_REPORTS_UNHEALTHY, Code.ISOLATED):
+        assert limit_verdict(w(code), 10 * LIMIT, LIMIT) == w(code)
+
+
+def test_the_default_isolation_limit() -> None:
+    # 3 x (15 s + 5 s) + 30 s - 5 s
+    assert LIMIT == 85.0
+    assert safetime.safe_time({}, 6).isolation_limit_seconds == LIMIT
+
+
+@given(
+    cut_off=st.floats(min_value=0, max_value=1e6, allow_nan=False),
+    limit=st.floats(min_value=1, max_value=1e5, allow_nan=False),
+    interval=st.floats(min_value=0.001, max_value=1200, allow_nan=False),
+)
+def test_the_feeder_never_sleeps_past_the_limit(cut_off: float, limit: float, interval: float) -> None:
+    wait = feeder_wait(cut_off, limit, interval)
+    assert 0 <= wait <= interval
+    assert cut_off + wait <= max(cut_off, limit) + 1e-9
 
 
 def test_a_worker_node_uses_the_worker_verdict() -> None:

@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import fcntl
 import importlib.util
+import ipaddress
 import json
 import logging
 import math
@@ -96,6 +97,114 @@ def load_core(directory: str | None = None) -> dict[str, ModuleType]:
     raise SystemExit(f"nodeops-node-agent: the core files are missing (looked in {', '.join(candidates)})")
 
 
+# -- name lookups off the caller's thread ---------------------------------------------------------------
+RESOLVE_REFRESH_SECONDS = 60.0  # a name's addresses are looked up again, in the background, this often
+
+
+class LookupTimeout(OSError):
+    """A name was not resolved within the time given and no earlier lookup of it had succeeded."""
+
+
+def literal_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class Resolver:
+    """Name lookups that never hold up the checks or the watchdog: each runs on a thread of its own (one at a
+    time per name), a caller waits for it at most the time it is given, and the last good addresses of a name
+    serve while a new lookup runs or after one failed. A name never resolved, whose lookup does not end in
+    time, raises LookupTimeout (a failed request)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.good: dict[str, tuple[float, list[str]]] = {}  # name -> (when, addresses)
+        self.running: dict[str, threading.Event] = {}
+        self.failures = 0
+        self.timeouts = 0
+
+    def cached(self, name: str) -> list[str]:
+        if literal_address(name):
+            return [name]
+        with self.lock:
+            entry = self.good.get(name)
+        return list(entry[1]) if entry else []
+
+    def start(self, name: str) -> threading.Event:
+        """The lookup of ``name`` under way, started now if none is."""
+        with self.lock:
+            done = self.running.get(name)
+            if done is None:
+                done = self.running[name] = threading.Event()
+                try:
+                    threading.Thread(target=self._lookup, args=(name, done), daemon=True).start()
+                except RuntimeError:  # no thread to be had: the lookup fails, the caller uses what it has
+                    del self.running[name]
+                    done.set()
+        return done
+
+    def _lookup(self, name: str, done: threading.Event) -> None:
+        try:
+            infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+            addresses = sorted({str(info[4][0]) for info in infos})
+        except (OSError, UnicodeError) as err:
+            LOG.warning("cannot resolve %s: %s", name, err)
+            addresses = []
+            self.failures += 1
+        with self.lock:
+            if addresses:
+                self.good[name] = (self.clock(), addresses)
+            self.running.pop(name, None)
+        done.set()
+
+    def lookup(self, name: str, timeout: float) -> list[str]:
+        """The addresses of ``name`` (itself when it is an IP address), waiting at most ``timeout`` seconds."""
+        if literal_address(name):
+            return [name]
+        with self.lock:
+            entry = self.good.get(name)
+        if entry is not None:
+            if self.clock() - entry[0] >= RESOLVE_REFRESH_SECONDS:
+                self.start(name)  # refreshed in the background; the last good addresses serve meanwhile
+            return list(entry[1])
+        if not self.start(name).wait(max(0.0, timeout)):
+            self.timeouts += 1
+            raise LookupTimeout(f"looking up {name} took more than {timeout:g}s")
+        addresses = self.cached(name)
+        if not addresses:
+            raise OSError(f"cannot resolve {name}")
+        return addresses
+
+
+def connect(
+    host: str,
+    port: int,
+    resolver: Resolver,
+    timeout: float,
+    source: str = "",
+) -> socket.socket:
+    """A TCP connection to ``host`` (a name looked up through ``resolver``), lookup and connection within
+    ``timeout`` seconds in all, from the address ``source`` when given."""
+    deadline = time.monotonic() + timeout
+    addresses = resolver.lookup(host, timeout)
+    error: OSError = OSError(f"no address for {host}")
+    for address in addresses:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"connecting to {host} took more than {timeout:g}s")
+        try:
+            return socket.create_connection(
+                (address, port), timeout=left, source_address=(source, 0) if source else None
+            )
+        except OSError as err:
+            error = err
+    raise error
+
+
 # -- HTTPS with a chosen TLS name ----------------------------------------------------------------
 class PeerBusy(ConnectionError):
     """The peer accepted the connection and closed it before any TLS: alive, but serving others."""
@@ -112,15 +221,19 @@ def https_request(
     max_bytes: int = MAX_API_RESPONSE_BYTES,
     method: str = "GET",
     body: bytes = b"",
+    resolver: Resolver | None = None,
+    source: str = "",
 ) -> tuple[int, bytes]:
     """One request (a GET unless told) over a new TLS connection, the certificate checked against
     ``tls_name``; the whole exchange ends within ``timeout`` seconds (after the connection, made within
-    ``dial_timeout``), and an answer of more than ``max_bytes`` bytes is refused unread.
+    ``dial_timeout``; without one, ``timeout`` bounds the lookup and the connection too), and an answer of
+    more than ``max_bytes`` bytes is refused unread. A name is looked up through ``resolver`` (never on this
+    thread without a deadline); ``source`` is the local address to connect from.
 
     Raises PeerBusy when the server closes the connection during the TLS handshake, OSError (or
     ssl.SSLError) for any other failure, ValueError for an answer that is not well-formed HTTP."""
     started = time.monotonic()
-    sock = socket.create_connection(address, timeout=dial_timeout or timeout)
+    sock = connect(address[0], address[1], resolver or Resolver(), dial_timeout or timeout, source)
     try:
         # without a dial timeout of its own, ``timeout`` bounds the connection too
         deadline = (started if dial_timeout is None else time.monotonic()) + timeout
@@ -197,7 +310,8 @@ def unchunk(body: bytes) -> bytes:
 class ApiClient:
     """The few Kubernetes API reads of the agent: /readyz, its own Node, SelfNodeRemediations."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], resolver: Resolver | None = None) -> None:
+        self.resolver = resolver or Resolver()
         url = urllib.parse.urlsplit(cfg["apiServer"])
         self.address = (url.hostname or "", url.port or 443)
         self.tls_name = cfg["apiServerName"] or (url.hostname or "")
@@ -220,7 +334,15 @@ class ApiClient:
         if content_type:
             headers["Content-Type"] = content_type
         return https_request(
-            self.address, self.tls_name, self.context, path, timeout, headers, method=method, body=body
+            self.address,
+            self.tls_name,
+            self.context,
+            path,
+            timeout,
+            headers,
+            method=method,
+            body=body,
+            resolver=self.resolver,
         )
 
     def annotate_node(self, name: str, annotations: dict[str, str], timeout: float) -> None:
@@ -241,16 +363,34 @@ class ApiClient:
         return status == 200
 
     def remediations(self, timeout: float) -> list[dict[str, Any]]:
-        """Every SelfNodeRemediation (of the configured namespace, or of all). Raises on any error."""
+        """Every SelfNodeRemediation (of the configured namespace, or of all). Raises ReadFailed, with the
+        reason, on any error: the list is the node's remediation state, and no answer is never "none"."""
         path = (
             f"{SNR_PATH}/namespaces/{self.namespace}/selfnoderemediations"
             if self.namespace
             else (f"{SNR_PATH}/selfnoderemediations")
         )
-        status, body = self.get(path, timeout)
+        try:
+            status, body = self.get(path, timeout)
+        except (TimeoutError, socket.timeout, LookupTimeout) as err:  # noqa: UP041 (socket.timeout is not TimeoutError on 3.9)
+            raise ReadFailed("timeout", str(err)) from err
+        except ValueError as err:
+            reason = "too_large" if "larger than" in str(err) else "error"
+            raise ReadFailed(reason, str(err)) from err
+        except (OSError, ssl.SSLError) as err:
+            raise ReadFailed("error", str(err)) from err
         if status != 200:
-            raise OSError(f"listing SelfNodeRemediations answered HTTP {status}")
-        items = json.loads(body).get("items") or []
+            reason = READ_FAILURE_BY_STATUS.get(status, "unavailable" if status >= 500 else "error")
+            raise ReadFailed(reason, f"listing SelfNodeRemediations answered HTTP {status}: {body[:200]!r}")
+        try:
+            data = json.loads(body)
+            items = data.get("items")
+        except (ValueError, AttributeError) as err:
+            raise ReadFailed("error", f"the SelfNodeRemediation list is not a JSON object: {err}") from err
+        if not isinstance(items, list):
+            if items is not None:
+                raise ReadFailed("error", "the SelfNodeRemediation list has no list of items")
+            items = []
         return [item for item in items if isinstance(item, dict)]
 
     def node(self, name: str, timeout: float) -> dict[str, Any]:
@@ -259,6 +399,19 @@ class ApiClient:
             raise OSError(f"reading node {name} answered HTTP {status}")
         result: dict[str, Any] = json.loads(body)
         return result
+
+
+class ReadFailed(OSError):
+    """The node's remediation state could not be read; ``reason`` is a fixed word for the metrics."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+#: The reasons of a failed read of the SelfNodeRemediations (nodeops_agent_remediation_read_failures_total).
+READ_FAILURE_REASONS = ("forbidden", "throttled", "too_large", "unavailable", "timeout", "error")
+READ_FAILURE_BY_STATUS = {401: "forbidden", 403: "forbidden", 429: "throttled"}
 
 
 # -- watchdog ------------------------------------------------------------------------------------
@@ -412,6 +565,50 @@ class FenceMarker:
             os.replace(temp, self.path)
         except OSError as err:
             LOG.error("cannot write the fence marker %s: %s", self.path, err)
+
+
+class Confirmation:
+    """A file (on tmpfs, beside the fence marker) holding when this boot's agent last confirmed that no
+    remediation is pending for its node (``CLOCK_BOOTTIME`` seconds), so that an agent that crashes and starts
+    again counts its time cut off from where the last one left it, instead of from its own start. A clean stop
+    removes it (the watchdog is disarmed then too: the next agent counts from its start). Another boot's is
+    ignored."""
+
+    def __init__(self, path: str, boot_id: str) -> None:
+        self.path = path
+        self.boot_id = boot_id
+        self.error = ""
+
+    def load(self) -> float | None:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            LOG.error("the confirmation file %s cannot be read (%s): counting from this agent's start", self.path, err)
+            return None
+        at = data.get("confirmedAt") if isinstance(data, dict) else None
+        if not self.boot_id or data.get("bootId") != self.boot_id or isinstance(at, bool):
+            return None
+        return float(at) if isinstance(at, (int, float)) and math.isfinite(at) else None
+
+    def write(self, at: float) -> None:
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            temp = f"{self.path}.tmp"
+            with open(temp, "w", encoding="utf-8") as handle:
+                json.dump({"bootId": self.boot_id, "confirmedAt": at}, handle)
+            os.replace(temp, self.path)
+            self.error = ""
+        except OSError as err:
+            if str(err) != self.error:
+                LOG.error("cannot write the confirmation file %s: %s", self.path, err)
+            self.error = str(err)
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            os.remove(self.path)
 
 
 # -- peer server ---------------------------------------------------------------------------------
@@ -706,7 +903,8 @@ class Agent:
         self.safetime = core["safetime"]
         self.metrics = core["metrics"]
         self.node = cfg["nodeName"]
-        self.api = ApiClient(cfg)
+        self.resolver = Resolver()
+        self.api = ApiClient(cfg, self.resolver)
         self.watchdog = Watchdog(cfg)
         self.watchdog_usable = False
         self.watchdog_failed = False  # the device is there but did not open
@@ -727,8 +925,19 @@ class Agent:
         self.fence_carried_over = False
         self.fenced_uids: list[str] = []
         self.fenced_at = 0.0  # boot_clock() when fencing began
+        self.fence_lock = threading.Lock()  # the main thread and the feeder may both begin a fence
+        self.status_lock = threading.Lock()
         self.fallback_done: set[str] = set()
         self.fallback_lock = threading.Lock()
+        # the isolation limit: cut off this long from the remediation state, the node fences (core/node/peer.py)
+        self.isolation_limit = self.safetime.isolation_limit_from(
+            cfg["maxApiErrorThreshold"] * (cfg["apiCheckInterval"] + cfg["apiServerTimeout"])
+        )
+        self.read_refused = False  # the API answers, but the remediation state cannot be read
+        self.read_error = ""
+        self.read_failures: dict[str, int] = {}
+        self.source_address = ""  # this node's address in the peer list: peer questions leave from it
+        self.peers_stamp: tuple[int, int, int] | None = None
         self.state = "starting"
         self.last_verdict: dict[str, Any] | None = None
         self.checks = 0
@@ -744,7 +953,14 @@ class Agent:
         self.metrics_server: MetricsServer | None = None
         self.metrics_error = ""
         self.boot = boot_time()
-        self.marker = FenceMarker(cfg["fenceMarkerFile"], read_boot_id(cfg["bootIdFile"]))
+        boot_id = read_boot_id(cfg["bootIdFile"])
+        self.marker = FenceMarker(cfg["fenceMarkerFile"], boot_id)
+        self.confirmation = Confirmation(cfg["confirmationFile"], boot_id)
+        # boot_clock() of the last confirmation: carried over from an earlier agent of this boot, else now
+        carried_confirmation = self.confirmation.load()
+        self.confirmed_at = boot_clock() if carried_confirmation is None else min(carried_confirmation, boot_clock())
+        if carried_confirmation is None:
+            self.confirmation.write(self.confirmed_at)
         self.request_timeout = self.safetime.effective_peer_request_timeout(
             cfg["peerRequestTimeout"], cfg["apiServerTimeout"]
         )
@@ -787,7 +1003,14 @@ class Agent:
         # an outage does not send the whole fleet's questions to the first few nodes of the list
         peers.sort(key=lambda peer: hash((self.node, peer["name"])))
         self.peers = peers
-        self.peer_addresses = frozenset(address for peer in peers for address in resolve(peer["address"]))
+        self.pin_source(entries)
+        # the names are looked up all at once, off this thread; what is not resolved within apiServerTimeout is
+        # taken up when its lookup ends (update_peer_addresses, every check)
+        deadline = time.monotonic() + self.cfg["apiServerTimeout"]
+        lookups = [self.resolver.start(p["address"]) for p in peers if not literal_address(p["address"])]
+        for done in lookups:
+            done.wait(max(0.0, deadline - time.monotonic()))
+        self.update_peer_addresses()
         self.peers_ok = True
         try:
             node = self.api.node(self.node, self.cfg["peerApiServerTimeout"])
@@ -805,6 +1028,42 @@ class Agent:
             len(self.control_plane_peers()),
             self._role(),
         )
+
+    def update_peer_addresses(self) -> None:
+        """The addresses peer connections are accepted from: those of the peer list as last resolved."""
+        self.peer_addresses = frozenset(
+            address for peer in self.peers for address in self.resolver.cached(peer["address"])
+        )
+
+    def pin_source(self, entries: list[Any]) -> None:
+        """Peer questions leave from this node's own address in the peer list (when it is an IP address of this
+        host), the address its peers know it by: a node with several addresses is never a stranger to them."""
+        own = [str(e.get("address", "")) for e in entries if isinstance(e, dict) and e.get("name") == self.node]
+        address = own[0] if own and literal_address(own[0]) else ""
+        if address and address != self.source_address:
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            try:
+                with socket.socket(family, socket.SOCK_STREAM) as probe:
+                    probe.bind((address, 0))
+            except OSError as err:
+                LOG.warning(
+                    "peer questions cannot leave from this node's address %s (%s): the system chooses", address, err
+                )
+                address = ""
+        if address != self.source_address:
+            LOG.info("peer questions leave from %s", address or "the address the system chooses")
+        self.source_address = address
+
+    def peers_changed(self) -> bool:
+        """Whether the peer list file changed since it was last read (a deployment added or removed a node)."""
+        try:
+            info = os.stat(self.cfg["peersFile"])
+        except OSError:
+            return False
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        changed = self.peers_stamp is not None and stamp != self.peers_stamp
+        self.peers_stamp = stamp
+        return changed
 
     def is_peer(self, address: str) -> bool:
         return address in self.peer_addresses
@@ -828,6 +1087,8 @@ class Agent:
                 self.request_timeout,
                 dial_timeout=self.cfg["peerDialTimeout"],
                 max_bytes=MAX_PEER_RESPONSE_BYTES,
+                resolver=self.resolver,
+                source=self.source_address,
             )
             answer = json.loads(body).get("status") if status == 200 else None
         except PeerBusy as err:
@@ -890,9 +1151,12 @@ class Agent:
 
     # decisions
     def decide(self) -> Any:
+        """The verdict after a failed API check: the peers' (a confirmed one restarts the isolation limit's clock
+        from this round's start), then the isolation limit."""
         workers = self.worker_peers()
         sizes = self.safetime.peer_batches(len(workers))
         since = time.monotonic() - self.last_answer
+        round_start = boot_clock()
 
         def batches() -> Any:
             start = 0
@@ -911,7 +1175,18 @@ class Agent:
         if self.control_plane:
             cp_answers = self.ask_all(self.control_plane_peers())
             verdict = self.peer.control_plane_verdict(verdict, cp_answers, self.diagnostics_ok())
-        return verdict
+        if verdict.confirmed:
+            self.confirm(round_start)
+        return self.peer.limit_verdict(verdict, boot_clock() - self.confirmed_at, self.isolation_limit)
+
+    def confirm(self, at: float) -> None:
+        """No remediation was pending at ``at`` (boot clock): the node's own read, or a majority of its peers."""
+        if at > self.confirmed_at:
+            self.confirmed_at = at
+            self.confirmation.write(at)
+
+    def cut_off_seconds(self) -> float:
+        return max(0.0, boot_clock() - self.confirmed_at)
 
     def diagnostics_ok(self) -> bool:
         """Control-plane self-diagnostics: the configured endpoint answers and the kubelet port accepts."""
@@ -920,7 +1195,7 @@ class Agent:
             parts = urllib.parse.urlsplit(url)
             port = parts.port or (443 if parts.scheme == "https" else 80)
             try:
-                socket.create_connection((parts.hostname or "", port), timeout=5).close()
+                connect(parts.hostname or "", port, self.resolver, 5.0).close()
             except OSError:
                 return False
         try:
@@ -934,16 +1209,28 @@ class Agent:
         healthy: the API answered and holds no remediation for it, or the peers said so."""
         self.checks += 1
         timeout = self.cfg["apiServerTimeout"]
+        started = boot_clock()
         if self.api.ready(timeout):
-            if self.error_count:
-                LOG.info("API server reachable again after %d failed checks", self.error_count)
-            self.error_count = 0
-            self.state = "fenced" if self.fenced else "healthy"
             try:
                 items = self.api.remediations(timeout)
-            except (OSError, ValueError, ssl.SSLError) as err:
-                LOG.info("cannot list SelfNodeRemediations: %s", err)
-                return False
+            except ReadFailed as err:
+                # fails closed: no answer about the remediations is never "none", so this is an API error (the
+                # peers are asked, the isolation limit runs) and the node says it cannot be fenced on a guess
+                self.read_failures[err.reason] = self.read_failures.get(err.reason, 0) + 1
+                if str(err) != self.read_error:
+                    LOG.warning("cannot read this node's remediation state (%s): %s", err.reason, err)
+                self.read_error = str(err)
+                self.read_refused = True
+                return self.api_error()
+            if self.error_count:
+                LOG.info("API server reachable again after %d failed checks", self.error_count)
+            if self.read_refused:
+                LOG.info("this node's remediation state can be read again")
+            self.error_count = 0
+            self.read_refused = False
+            self.read_error = ""
+            self.confirm(started)
+            self.state = "fenced" if self.fenced else "healthy"
             item = self.peer.remediation_to_act_on(items, self.node, self.boot, self.fenced_uids)
             if item is not None:
                 meta = item.get("metadata") or {}
@@ -953,6 +1240,10 @@ class Agent:
                 )
                 return False
             return not self.fenced
+        return self.api_error()
+
+    def api_error(self) -> bool:
+        """A failed API check: the peer decision and the isolation limit. True when the peers confirmed."""
         self.error_count += 1
         self.api_failures += 1
         if self.fenced:
@@ -984,7 +1275,10 @@ class Agent:
         is not capable."""
         if self.fenced:
             return None
-        if self.watchdog.armed:
+        if self.read_refused:
+            # the API answers but the node cannot read its remediation state: it would not see a remediation
+            capable, seconds = False, self.watchdog.timeout if self.watchdog.armed else self.watchdog.fallback_timeout
+        elif self.watchdog.armed:
             capable, seconds = True, self.watchdog.timeout
         elif self.watchdog_usable:
             return None
@@ -1017,24 +1311,25 @@ class Agent:
     def fence(self, reason: str, cause: str) -> None:
         """Begin fencing; ``cause`` is a fixed word for the metrics ("remediation" or the decision code), ``reason``
         the sentence for the log and the status file."""
-        if self.fenced:
-            return
-        if not self.watchdog.armed and self.watchdog_usable:
-            # not opened yet (no check had passed): opening starts its timer, which is never fed again
-            self.watchdog_usable = self.watchdog.open()
-        since = boot_clock()
-        if not self.watchdog.armed:
-            # nothing will reset the node: the fallback's schedule starts as if the watchdog had failed
-            since -= self.safetime.software_fallback(self.watchdog.timeout)[0]
-        # the marker first: once the watchdog is no longer fed, no agent of this boot feeds it again
-        self.marker.write(reason, since, self.watchdog.timeout, cause)
-        self.fenced = True
-        self.fenced_at = since
-        self.fence_reason = reason
-        self.fence_cause = cause
-        self.state = "fenced"
-        if self.watchdog.armed:
+        with self.fence_lock:
+            if self.fenced:
+                return
+            if not self.watchdog.armed and self.watchdog_usable:
+                # not opened yet (no check had passed): opening starts its timer, which is never fed again
+                self.watchdog_usable = self.watchdog.open()
+            since = boot_clock()
+            if not self.watchdog.armed:
+                # nothing will reset the node: the fallback's schedule starts as if the watchdog had failed
+                since -= self.safetime.software_fallback(self.watchdog.timeout)[0]
+            # the marker first: once the watchdog is no longer fed, no agent of this boot feeds it again
+            self.marker.write(reason, since, self.watchdog.timeout, cause)
             self.watchdog.stop_feeding()
+            self.fenced = True
+            self.fenced_at = since
+            self.fence_reason = reason
+            self.fence_cause = cause
+            self.state = "fenced"
+        if self.watchdog.armed:
             LOG.warning("FENCING: %s; the watchdog is no longer fed (reset in %gs)", reason, self.watchdog.timeout)
         else:
             LOG.warning("FENCING: %s; no armed watchdog, software reboot now", reason)
@@ -1080,13 +1375,19 @@ class Agent:
             LOG.error("sysrq reboot failed: %s", err)
 
     def write_status(self) -> None:
+        with self.status_lock:  # the feeder writes it too when it fences
+            self._write_status()
+
+    def _write_status(self) -> None:
         path = self.cfg["statusFile"]
         server = self.server
+        now_boot, now = boot_clock(), time.time()
         status = {
             "node": self.node,
             "state": self.state,
             "fenced": self.fenced,
             "fence_reason": self.fence_reason,
+            "fence_cause": self.fence_cause,
             "fence_carried_over": self.fence_carried_over,
             "api_errors": self.error_count,
             "control_plane": self.control_plane,
@@ -1104,6 +1405,15 @@ class Agent:
                 "timeout": self.watchdog.timeout,
             },
             "software_fallback": sorted(self.fallback_done),
+            # the isolation limit: when this node last confirmed no remediation was pending (Unix time), how
+            # long ago, and how long it may be cut off before it fences
+            "confirmed_at": round(now - (now_boot - self.confirmed_at), 3),
+            "cut_off_seconds": round(max(0.0, now_boot - self.confirmed_at), 3),
+            "isolation_limit_seconds": self.isolation_limit,
+            "fenced_at": round(now - (now_boot - self.fenced_at), 3) if self.fenced else None,
+            "remediation_read_error": self.read_error,
+            "remediation_read_failures": dict(self.read_failures),
+            "source_address": self.source_address,
             "published": self.published,
             "publish_error": self.publish_error,
             "last_verdict": self.last_verdict,
@@ -1138,6 +1448,13 @@ class Agent:
         add("nodeops_agent_api_checks_total", self.checks)
         add("nodeops_agent_api_check_failures_total", self.api_failures)
         add("nodeops_agent_api_consecutive_failures", self.error_count)
+        failures = dict(self.read_failures)
+        for reason in READ_FAILURE_REASONS:
+            add("nodeops_agent_remediation_read_failures_total", failures.get(reason, 0), reason=reason)
+        add("nodeops_agent_name_lookup_failures_total", self.resolver.failures, reason="error")
+        add("nodeops_agent_name_lookup_failures_total", self.resolver.timeouts, reason="timeout")
+        add("nodeops_agent_cut_off_seconds", round(self.cut_off_seconds(), 3))
+        add("nodeops_agent_isolation_limit_seconds", self.isolation_limit)
         out.declare(catalogue["nodeops_agent_verdicts_total"])
         for code, count in sorted(dict(self.verdicts).items()):
             add("nodeops_agent_verdicts_total", count, code=code)
@@ -1209,15 +1526,30 @@ class Agent:
 
     # threads
     def feeder(self) -> None:
+        """Feeds the watchdog every third of its timeout, and holds the isolation limit: it looks again no later
+        than the moment the limit is reached and fences then, whatever the main thread is waiting for (a
+        lookup, a read, a peer round), so the node never feeds past it."""
         while not self.stop.is_set():
+            if not self.fenced:
+                cut_off = self.cut_off_seconds()
+                if self.peer.past_isolation_limit(cut_off, self.isolation_limit):
+                    self.fence(
+                        f"cut off from this node's remediation state for {cut_off:.1f}s (the isolation limit is"
+                        f" {self.isolation_limit:g}s) without a read of it or a majority of the peers asked"
+                        " saying Healthy",
+                        self.peer.Code.ISOLATION_LIMIT,
+                    )
             if self.fenced:
                 self.fallback()
-            elif self.watchdog.armed:
-                try:
-                    self.watchdog.feed()  # (counts its failures for the metrics)
-                except OSError as err:
-                    LOG.error("feeding the watchdog failed: %s", err)
-            self.stop.wait(min(self.watchdog.timeout / 3, 1.0) if self.fenced else self.watchdog.timeout / 3)
+                wait = min(self.watchdog.timeout / 3, 1.0)
+            else:
+                if self.watchdog.armed:
+                    try:
+                        self.watchdog.feed()  # (counts its failures for the metrics)
+                    except OSError as err:
+                        LOG.error("feeding the watchdog failed: %s", err)
+                wait = self.peer.feeder_wait(self.cut_off_seconds(), self.isolation_limit, self.watchdog.timeout / 3)
+            self.stop.wait(wait)
 
     def run(self) -> int:
         if self.fenced:
@@ -1234,6 +1566,7 @@ class Agent:
         # the peer list before the port opens: a peer's connection is never closed as a stranger's because
         # the agent was still starting
         self.peers_loaded_at = time.monotonic()
+        self.peers_changed()
         self.refresh_peers()
         while True:
             try:
@@ -1267,9 +1600,11 @@ class Agent:
                 if self.peers_ok
                 else min(PEER_RETRY_SECONDS, self.cfg["peerUpdateInterval"])
             )
-            if now - self.peers_loaded_at >= interval:
+            if self.peers_changed() or now - self.peers_loaded_at >= interval:
                 self.peers_loaded_at = now
                 self.refresh_peers()
+            else:
+                self.update_peer_addresses()
             if self.check_once():
                 self.arm_watchdog()
             self.publish()
@@ -1281,17 +1616,11 @@ class Agent:
         if self.metrics_server is not None:
             self.metrics_server.close()
         self.watchdog.disarm()
+        if not self.fenced:
+            # a clean stop leaves the node unprotected (the watchdog disarmed): the next agent counts from its start
+            self.confirmation.remove()
         LOG.info("node agent stopped")
         return 0
-
-
-def resolve(address: str) -> list[str]:
-    """The IP addresses of a peer's address (an IP address, or a name resolved now)."""
-    try:
-        return sorted({str(info[4][0]) for info in socket.getaddrinfo(address, None, type=socket.SOCK_STREAM)})
-    except (OSError, UnicodeError) as err:
-        LOG.warning("cannot resolve peer address %s: %s", address, err)
-        return []
 
 
 def unusable_file(cfg: dict[str, Any]) -> str:

@@ -57,6 +57,8 @@ AGENT_FIELDS: dict[str, dict[str, Any]] = {
     "statusFile": {"kind": "string", "default": "/run/nodeops-node-agent/status.json"},
     # written when fencing begins; on tmpfs, so that only a reboot clears it
     "fenceMarkerFile": {"kind": "string", "default": "/run/nodeops-node-agent/fence.json"},
+    # when this boot's agent last confirmed no remediation is pending (tmpfs too): a restart does not reset it
+    "confirmationFile": {"kind": "string", "default": "/run/nodeops-node-agent/confirmed.json"},
     "bootIdFile": {"kind": "string", "default": "/proc/sys/kernel/random/boot_id"},
     "watchdogTimeoutSeconds": {"kind": "integer", "default": 60, "minimum": 1, "maximum": 3600},
     "rebootCommand": {"kind": "list", "default": ["systemctl", "reboot", "--force", "--force"]},

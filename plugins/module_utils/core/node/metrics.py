@@ -192,6 +192,30 @@ AGENT = {
             "API-server checks failed in a row now (0 when the last passed).",
         ),
         _m(
+            "nodeops_agent_remediation_read_failures_total",
+            "counter",
+            "Reads of this node's SelfNodeRemediations that failed while the API server answered ready, by reason"
+            " (forbidden, throttled, too_large, unavailable, timeout, error); each counts as a failed API check.",
+            "reason",
+        ),
+        _m(
+            "nodeops_agent_name_lookup_failures_total",
+            "counter",
+            "Name lookups (API server, peers) that failed or did not end in time, by reason (error, timeout).",
+            "reason",
+        ),
+        _m(
+            "nodeops_agent_cut_off_seconds",
+            "gauge",
+            "Seconds since this node last confirmed that no remediation is pending for it (its own read, or a"
+            " majority of the peers asked); it fences when this reaches the isolation limit.",
+        ),
+        _m(
+            "nodeops_agent_isolation_limit_seconds",
+            "gauge",
+            "How long this node may be cut off from its remediation state before it fences.",
+        ),
+        _m(
             "nodeops_agent_verdicts_total",
             "counter",
             "Decisions taken after failed API checks, by the decision table's code.",

@@ -10,17 +10,26 @@ seconds since the last answer) in. Semantics of medik8s Self Node Remediation's 
 Worker verdict, after a failed API probe (``worker_verdict``), first rule that applies:
 
 =======================================  ==========================  =========  ===========
-condition                                code                        fence      reset count
+condition                                code                        fence      confirmed
 =======================================  ==========================  =========  ===========
 errors < maxApiErrorThreshold            ThresholdNotReached         no         no
 worker peers < minPeersForRemediation    TooFewPeers                 no         no
 no worker peers (minPeers 0)             NoPeersIsolated             yes        no
-more Healthy than Unhealthy answers      PeerReportsHealthy          no         yes
 more Unhealthy than Healthy answers      PeerReportsUnhealthy        yes        no
+Healthy from a majority of those asked   PeerReportsHealthy          no         yes
 API errors so far > peers // 2           ApiServerOutage             no         no
 no decision, an answer within 30 s       RecentPeerAnswer            no         no
 no decision, no answer for > 30 s        Isolated                    yes        no
 =======================================  ==========================  =========  ===========
+
+Then the isolation limit (``limit_verdict``), over every verdict above that neither fences nor is
+confirmed: once the node has been cut off from its remediation state (no read of its own SelfNodeRemediations
+and no confirmed verdict) for ``safetime.isolation_limit`` seconds, it fences (``IsolationLimit``). The agent
+enforces it on the thread that feeds the watchdog, whatever the checks and the peer rounds are doing, so
+nothing a peer answers (Busy, ApiError, a tie, a stranger's close, a slow Healthy against silence), no
+lookup or read that hangs and no ``minPeersForRemediation`` keeps a cut-off node feeding its watchdog
+past it. A confirmed verdict restarts that clock from the start of its round (a peer's Healthy answer
+comes from a read made after the question was sent).
 
 Batches are asked in order (3, then ``max(3, (N - 3) // 10)``; :func:`safetime.peer_batches`); after
 each batch the rules are applied to all the answers so far, the first batch that decides ends the round,
@@ -29,22 +38,28 @@ so the caller passes the batches as a lazy iterable.
 Majority, not the first answer (a deliberate difference from upstream, where one Healthy answer in a
 batch stops the fence and otherwise one Unhealthy answer fences): a peer holding a valid certificate
 may be compromised or wrong, and one such peer must not be able to reboot a node that only lost the API
-server, nor keep a node running that the cluster is about to treat as rebooted. Healthy and Unhealthy
-answers are counted over the batches asked so far; the larger count decides, a tie asks the next batch.
-With one lying peer among honest ones that can read the API the honest answers win; with one peer it decides
-alone, as upstream. In a control-plane outage the honest peers answer API error, which counts for neither
-side, so one lying Unhealthy answer still fences, as upstream (it is the node that cannot reach the API).
+server, nor keep a node running that the cluster is about to treat as rebooted. More Unhealthy than Healthy
+answers over the batches asked so far fence. Healthy answers confirm the node only when they come from more
+than half of the peers asked so far, the silent ones included (2 of the first 3): one Healthy answer against
+silence, or a tie, confirms nothing and so cannot extend the isolation limit. With one lying peer among
+honest ones that can read the API the honest answers win; a node with a single peer depends on it, as
+upstream. In a control-plane outage the honest peers answer API error, which counts for neither side, so one
+lying Unhealthy answer still fences, as upstream (it is the node that cannot reach the API); an outage that
+lasts past the isolation limit fences the nodes that cannot read their remediation state (the cluster cannot
+tell them from nodes cut off alone).
 
 ``Busy`` is not an answer about the node but a sign of life: the peer accepted the connection and closed
-it before any TLS because it was serving as many peers as it may. A busy peer is alive, so it keeps the
-node from counting as isolated, and it is never counted as Healthy, Unhealthy or API error.
+it before any TLS, because it was serving as many peers as it may (or because it does not know the asker:
+the two look the same). It keeps the node from counting as isolated before the isolation limit, and it is
+never counted as Healthy, Unhealthy or API error.
 
 Control-plane verdict (``control_plane_verdict``), for a node labelled control-plane, from the worker
 verdict, the answers of all control-plane peers and the node's self-diagnostics: more control-plane
 peers reporting Unhealthy than Healthy → fence; worker PeerReportsUnhealthy → fence; worker Isolated or
 NoPeersIsolated → healthy only if a control-plane peer answered; ApiServerOutage → healthy only if the
 diagnostics pass; TooFewPeers → healthy only if the diagnostics pass and a control-plane peer
-answered; any other worker verdict → healthy.
+answered; any other worker verdict → healthy. It is confirmed when the worker verdict is, or when more than
+half of its control-plane peers answered Healthy; the isolation limit applies to it as to a worker's.
 """
 
 from __future__ import annotations
@@ -53,7 +68,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import rfc3339
+from . import rfc3339, safetime
 from .errors import NodeopsError
 from .nodes import TIMED_OUT_ANNOTATION, is_control_plane, remediation_node
 
@@ -84,6 +99,7 @@ class Code:
     API_SERVER_OUTAGE = "ApiServerOutage"
     RECENT_PEER_ANSWER = "RecentPeerAnswer"
     ISOLATED = "Isolated"
+    ISOLATION_LIMIT = "IsolationLimit"
     # control-plane verdict only
     CONTROL_PLANE_PEER_REPORTS_UNHEALTHY = "ControlPlanePeerReportsUnhealthy"
     CONTROL_PLANE_PEERS_REACHABLE = "ControlPlanePeersReachable"
@@ -96,20 +112,35 @@ class Code:
 class Verdict:
     code: str
     fence: bool
-    reset_errors: bool
+    #: a majority of the peers asked said Healthy: the API error count restarts, and so does the isolation
+    #: limit's clock (from the start of the round)
+    confirmed: bool
     reason: str
     answers: tuple[int, ...] = ()  # every answer received this round, in batch order
     batches_asked: int = 0
+    peers_asked: int = 0
+
+    @property
+    def reset_errors(self) -> bool:
+        return self.confirmed
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,
             "fence": self.fence,
+            "confirmed": self.confirmed,
             "reset_errors": self.reset_errors,
             "reason": self.reason,
             "answers": [ANSWER_NAMES.get(a, str(a)) for a in self.answers],
             "batches_asked": self.batches_asked,
+            "peers_asked": self.peers_asked,
         }
+
+
+def majority(asked: int) -> int:
+    """The fewest Healthy answers that confirm a node after asking ``asked`` peers: more than half of them
+    (1 of 1, 2 of 2, 2 of 3, 3 of 4), the peers that did not answer included."""
+    return asked // 2 + 1
 
 
 def worker_verdict(
@@ -140,21 +171,13 @@ def worker_verdict(
     if worker_peers == 0:
         return Verdict(Code.NO_PEERS_ISOLATED, True, False, "no worker peers and minPeersForRemediation 0: isolated")
     answers: list[int] = []
-    asked = 0
+    batches_asked = 0
     for batch in batches:
-        asked += 1
+        batches_asked += 1
         answers.extend(batch)
+        asked = len(answers)
         healthy, unhealthy = answers.count(HEALTHY), answers.count(UNHEALTHY)
-        so_far = f"{healthy} Healthy, {unhealthy} Unhealthy of {len(answers)} answers"
-        if healthy > unhealthy:
-            return Verdict(
-                Code.PEER_REPORTS_HEALTHY,
-                False,
-                True,
-                f"peers see no remediation for this node ({so_far})",
-                tuple(answers),
-                asked,
-            )
+        so_far = f"{healthy} Healthy, {unhealthy} Unhealthy of {asked} peers asked"
         if unhealthy > healthy:
             return Verdict(
                 Code.PEER_REPORTS_UNHEALTHY,
@@ -162,6 +185,17 @@ def worker_verdict(
                 False,
                 f"peers report a remediation for this node ({so_far})",
                 tuple(answers),
+                batches_asked,
+                asked,
+            )
+        if healthy >= majority(asked):
+            return Verdict(
+                Code.PEER_REPORTS_HEALTHY,
+                False,
+                True,
+                f"a majority of the peers asked see no remediation for this node ({so_far})",
+                tuple(answers),
+                batches_asked,
                 asked,
             )
         api_errors = answers.count(API_ERROR)
@@ -172,6 +206,7 @@ def worker_verdict(
                 False,
                 f"{api_errors} of {worker_peers} peers cannot reach the API server either: control-plane outage",
                 tuple(answers),
+                batches_asked,
                 asked,
             )
     received = tuple(answers)
@@ -179,7 +214,13 @@ def worker_verdict(
         MAX_SECONDS_WITHOUT_PEER_ANSWER
     ):
         return Verdict(
-            Code.RECENT_PEER_ANSWER, False, False, "no decision, but a peer answered recently", received, asked
+            Code.RECENT_PEER_ANSWER,
+            False,
+            False,
+            "no decision, but a peer answered recently",
+            received,
+            batches_asked,
+            len(received),
         )
     return Verdict(
         Code.ISOLATED,
@@ -188,7 +229,8 @@ def worker_verdict(
         f"no peer answered for {seconds_since_last_answer:.0f}s (more than {MAX_SECONDS_WITHOUT_PEER_ANSWER:.0f}s):"
         " isolated",
         received,
-        asked,
+        batches_asked,
+        len(received),
     )
 
 
@@ -197,10 +239,13 @@ def control_plane_verdict(worker: Verdict, control_plane_answers: Sequence[int],
     peers (asked in one batch) and whether its self-diagnostics pass."""
     reachable = any(answer != REQUEST_FAILED for answer in control_plane_answers)
     answers = worker.answers + tuple(control_plane_answers)
-    cp_unhealthy = control_plane_answers.count(UNHEALTHY) > control_plane_answers.count(HEALTHY)
+    cp_healthy = control_plane_answers.count(HEALTHY)
+    cp_unhealthy = control_plane_answers.count(UNHEALTHY) > cp_healthy
+    cp_confirmed = bool(control_plane_answers) and cp_healthy >= majority(len(control_plane_answers))
 
     def verdict(code: str, fence: bool, reason: str) -> Verdict:
-        return Verdict(code, fence, worker.reset_errors and not fence, reason, answers, worker.batches_asked)
+        confirmed = (worker.confirmed or cp_confirmed) and not fence
+        return Verdict(code, fence, confirmed, reason, answers, worker.batches_asked, len(answers))
 
     if cp_unhealthy:
         return verdict(
@@ -232,6 +277,36 @@ def control_plane_verdict(worker: Verdict, control_plane_answers: Sequence[int],
     return verdict(worker.code, False, worker.reason)
 
 
+def limit_verdict(verdict: Verdict, seconds_cut_off: float, isolation_limit: float) -> Verdict:
+    """``verdict`` with the isolation limit applied: a node cut off from its remediation state for
+    ``seconds_cut_off`` seconds (since its last read of it or its last confirmed verdict) fences once that
+    reaches ``isolation_limit`` (:func:`safetime.isolation_limit`), unless this verdict fences already or is
+    confirmed."""
+    if verdict.fence or verdict.confirmed or not past_isolation_limit(seconds_cut_off, isolation_limit):
+        return verdict
+    return Verdict(
+        Code.ISOLATION_LIMIT,
+        True,
+        False,
+        f"cut off from the remediation state for {seconds_cut_off:.1f}s, the isolation limit is"
+        f" {isolation_limit:g}s, and no majority of the peers asked said Healthy ({verdict.code}: {verdict.reason})",
+        verdict.answers,
+        verdict.batches_asked,
+        verdict.peers_asked,
+    )
+
+
+def past_isolation_limit(seconds_cut_off: float, isolation_limit: float) -> bool:
+    """Whether a node cut off for ``seconds_cut_off`` seconds must stop feeding its watchdog."""
+    return seconds_cut_off >= isolation_limit
+
+
+def feeder_wait(seconds_cut_off: float, isolation_limit: float, feed_interval: float) -> float:
+    """How long the thread that feeds the watchdog may sleep before it looks again: the feed interval, but
+    never past the moment the isolation limit is reached (so it never feeds after it)."""
+    return max(0.0, min(feed_interval, isolation_limit - seconds_cut_off))
+
+
 def node_verdict(
     node_is_control_plane: bool,
     worker: Verdict,
@@ -260,6 +335,8 @@ DECIDE_FIELDS: dict[str, Any] = {
     "controlPlane": False,
     "controlPlaneAnswers": [],
     "diagnosticsOk": True,
+    "secondsCutOff": 0,
+    "isolationLimitSeconds": safetime.isolation_limit({}),
 }
 
 
@@ -292,8 +369,10 @@ def decide(data: Mapping[str, Any]) -> Verdict:
     Fields (see DECIDE_FIELDS for the defaults): ``apiErrors`` (consecutive failed API probes),
     ``maxApiErrorThreshold``, ``workerPeers``, ``minPeersForRemediation``, ``batches`` (the answers of each
     batch of worker peers in turn, by name: Healthy, Unhealthy, ApiError, RequestFailed, Busy),
-    ``secondsSinceLastAnswer``, ``controlPlane`` (the node is a control-plane node), ``controlPlaneAnswers``
-    and ``diagnosticsOk``. Raises DecideError naming a missing, unknown or wrong field.
+    ``secondsSinceLastAnswer``, ``controlPlane`` (the node is a control-plane node), ``controlPlaneAnswers``,
+    ``diagnosticsOk``, ``secondsCutOff`` (since the node last read its remediation state or had a confirmed
+    verdict) and ``isolationLimitSeconds`` (by default that of the SelfNodeRemediationConfig defaults, 85).
+    Raises DecideError naming a missing, unknown or wrong field.
     """
     if not isinstance(data, Mapping):
         raise DecideError("the input must be a JSON object with the fields " + ", ".join(DECIDE_FIELDS) + ".")
@@ -308,9 +387,9 @@ def decide(data: Mapping[str, Any]) -> Verdict:
     if not isinstance(batches, list):
         raise DecideError(f"batches: {batches!r} is not a list of batches (each a list of answers).")
     answered = [_answers(batch, f"batches[{index}]") for index, batch in enumerate(batches)]
-    seconds = values["secondsSinceLastAnswer"]
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-        raise DecideError(f"secondsSinceLastAnswer: {seconds!r} is not a number of seconds of 0 or more.")
+    seconds = _seconds(values, "secondsSinceLastAnswer")
+    cut_off = _seconds(values, "secondsCutOff")
+    limit = _seconds(values, "isolationLimitSeconds")
     for key in ("controlPlane", "diagnosticsOk"):
         if not isinstance(values[key], bool):
             raise DecideError(f"{key}: {values[key]!r} is not true or false.")
@@ -320,10 +399,18 @@ def decide(data: Mapping[str, Any]) -> Verdict:
         _whole(values, "workerPeers"),
         _whole(values, "minPeersForRemediation"),
         iter(answered),
-        float(seconds),
+        seconds,
     )
     control_plane = _answers(values["controlPlaneAnswers"], "controlPlaneAnswers")
-    return node_verdict(values["controlPlane"], worker, control_plane, values["diagnosticsOk"])
+    verdict = node_verdict(values["controlPlane"], worker, control_plane, values["diagnosticsOk"])
+    return limit_verdict(verdict, cut_off, limit)
+
+
+def _seconds(data: Mapping[str, Any], key: str) -> float:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise DecideError(f"{key}: {value!r} is not a number of seconds of 0 or more.")
+    return float(value)
 
 
 def node_is_control_plane(node: Mapping[str, Any]) -> bool:

@@ -26,6 +26,21 @@ peerDialTimeout 5s, peerRequestTimeout 7s = max(7, 5 + 2)), 6 workers, watchdog 
     minimum    = 60 + 30 + 90             = 180 s   (the same for 0 to 6 workers)
 
 7 workers take 3 batches (36 s): 186 s.
+
+The isolation limit is the other side of the same promise: how long an agent may stay cut off from its
+remediation state (no read of its SelfNodeRemediations, no majority of its peers saying Healthy) before it
+stops feeding its watchdog, whatever its peers answer::
+
+    isolation_limit = api_check + 30 s - 5 s          (85 s with the defaults)
+
+A remediation created just after the agent's last confirmation is waited for the safe time; the agent has
+stopped feeding by ``isolation_limit`` after that confirmation, and the watchdog resets the node one watchdog
+timeout later (``peer_check + 5 s``, 35 s or more, before the safe time ends), or the software fallback's
+sysrq 20 s after that (``peer_check - 15 s``, 15 s or more, before it). The peer part is the 30 s floor, not
+the batches: it holds whatever number of workers the manager counted (a node that does not know them all still
+fences in time), and a round that confirms usually ends in its first batch. A longer control-plane outage is
+tolerated only by raising ``apiCheckInterval`` or ``maxApiErrorThreshold``, which lengthens the safe time by
+as much.
 """
 
 from __future__ import annotations
@@ -66,6 +81,9 @@ REBOOT_MARGIN_SECONDS = 30.0
 #: the rest of that margin for the reset itself.
 SOFTWARE_REBOOT_AFTER_SECONDS = 10.0
 SYSRQ_AFTER_SECONDS = 20.0
+#: What the isolation limit keeps back from the time it may last, for the scheduling of the agent's threads
+#: and the start of the manager's count (the safe time is counted from when it saw the remediation).
+LIVENESS_MARGIN_SECONDS = 5.0
 #: The longest safe time, in whole seconds: Go's longest duration (about 292 years), as upstream counts it. Also
 #: what keeps timeAssumedRebooted (now + the safe time) within the year 9999.
 MAX_SAFE_SECONDS = int(MAX_SECONDS)
@@ -94,6 +112,8 @@ class SafeTime:
     reboot_seconds: float  # watchdog_seconds + 30
     configured_seconds: int | None
     configured_used: bool
+    #: the longest an agent stays cut off from its remediation state before it stops feeding its watchdog
+    isolation_limit_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +128,7 @@ class SafeTime:
             "reboot_seconds": _number(self.reboot_seconds),
             "configured_seconds": self.configured_seconds,
             "configured_used": self.configured_used,
+            "isolation_limit_seconds": _number(self.isolation_limit_seconds),
         }
 
 
@@ -139,6 +160,21 @@ def software_fallback(watchdog_timeout: float) -> tuple[float, float]:
     ``watchdog_timeout`` seconds: (the reboot command, the sysrq reboot). Both lie within
     ``watchdog_timeout + REBOOT_MARGIN_SECONDS``, the reboot part of the safe time."""
     return watchdog_timeout + SOFTWARE_REBOOT_AFTER_SECONDS, watchdog_timeout + SYSRQ_AFTER_SECONDS
+
+
+def isolation_limit_from(api_check_seconds: float) -> float:
+    """The isolation limit for an API check part of ``api_check_seconds`` (see the module's docstring)."""
+    return round(api_check_seconds + MIN_PEER_CHECK_SECONDS - LIVENESS_MARGIN_SECONDS, 6)
+
+
+def isolation_limit(spec: Mapping[str, Any] | None) -> float:
+    """The isolation limit, in seconds, for a SelfNodeRemediationConfig ``spec`` (missing fields take
+    upstream's defaults): 85 s with the defaults. Raises SafeTimeError naming a field that cannot be used."""
+    spec = spec or {}
+    if not isinstance(spec, Mapping):
+        raise SafeTimeError(f"spec: {spec!r} must be a mapping (the spec of a SelfNodeRemediationConfig).")
+    threshold = _whole(spec, "maxApiErrorThreshold", 1, MAX_INTEGER) or DEFAULTS["maxApiErrorThreshold"]
+    return isolation_limit_from(threshold * (_duration(spec, "apiCheckInterval") + _duration(spec, "apiServerTimeout")))
 
 
 def effective_peer_request_timeout(peer_request_timeout: float, api_server_timeout: float) -> float:
@@ -251,4 +287,5 @@ def safe_time(spec: Mapping[str, Any] | None, worker_nodes: int, watchdog_timeou
         reboot_seconds=reboot,
         configured_seconds=configured,
         configured_used=used,
+        isolation_limit_seconds=isolation_limit_from(api_check),
     )

@@ -1,0 +1,147 @@
+"""The fence's liveness promise, as a property of the core's rules put together: whatever the peers answer and
+however long the checks, the lookups and the peer rounds take, a node cut off from its remediation state stops
+feeding its watchdog by the isolation limit after its last confirmation, and the reset that follows lands inside
+the safe time the manager waits for a remediation created right after that confirmation.
+
+The model runs the agent's two threads on a simulated clock with the core's functions (worker_verdict,
+limit_verdict, past_isolation_limit, feeder_wait); the real agent's threads are tested as processes in
+tests/unit/test_node_agent_liveness.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node import peer, safetime
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ANSWERS = [peer.HEALTHY, peer.UNHEALTHY, peer.API_ERROR, peer.REQUEST_FAILED, peer.BUSY]
+
+
+@dataclass
+class Run:
+    limit: float
+    threshold: int
+    workers: int
+    feed_interval: float
+    confirmed_at: float = 0.0
+    fenced_at: float | None = None
+    feeds: list[float] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+
+    def cut_off(self, now: float) -> float:
+        return now - self.confirmed_at
+
+    def feeder_until(self, until: float, jitter: list[float]) -> None:
+        """The feeding thread from its last wake-up to ``until``; each wake-up late by a jitter of the scheduler."""
+        now = self.feeds[-1] if self.feeds else 0.0
+        index = 0
+        while now <= until and self.fenced_at is None:
+            if peer.past_isolation_limit(self.cut_off(now), self.limit):
+                self.fenced_at = now
+                return
+            self.feeds.append(now)
+            late = jitter[index % len(jitter)] if jitter else 0.0
+            index += 1
+            now += peer.feeder_wait(self.cut_off(now), self.limit, self.feed_interval) + late
+            if now == self.feeds[-1]:  # a wait of 0 at the limit: the next look fences
+                now += 1e-9
+
+
+def milliseconds(low: int, high: int) -> st.SearchStrategy[str]:
+    return st.integers(min_value=low, max_value=high).map(lambda ms: f"{ms}ms")
+
+
+situations = st.fixed_dictionaries(
+    {
+        "apiCheckInterval": milliseconds(1000, 60_000),
+        "apiServerTimeout": milliseconds(10, 10_000),
+        "maxApiErrorThreshold": st.integers(min_value=1, max_value=5),
+        "peerDialTimeout": milliseconds(10, 10_000),
+        "peerRequestTimeout": milliseconds(10, 10_000),
+    }
+)
+
+
+def seconds(text: str) -> float:
+    return int(text.removesuffix("ms")) / 1000
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    spec=situations,
+    workers=st.integers(min_value=0, max_value=40),
+    watchdog=st.integers(min_value=1, max_value=120),
+    min_peers=st.integers(min_value=0, max_value=3),
+    # each check: how long it takes (a hanging lookup or read included), the peers' answers if asked, and how
+    # long the round takes
+    checks=st.lists(
+        st.tuples(
+            st.floats(min_value=0, max_value=400),
+            st.lists(st.sampled_from(ANSWERS), max_size=40),
+            st.floats(min_value=0, max_value=200),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    jitter=st.lists(st.floats(min_value=0, max_value=safetime.LIVENESS_MARGIN_SECONDS / 2), max_size=5),
+)
+def test_a_cut_off_node_stops_feeding_in_time_whatever_its_peers_answer(
+    spec: dict[str, str],
+    workers: int,
+    watchdog: int,
+    min_peers: int,
+    checks: list[tuple[float, list[int], float]],
+    jitter: list[float],
+) -> None:
+    promise = safetime.safe_time(spec, workers + 1, watchdog)
+    run = Run(safetime.isolation_limit(spec), int(spec["maxApiErrorThreshold"]), workers, watchdog / 3)
+    assert run.limit == promise.isolation_limit_seconds
+    now, errors, last_answer = 0.0, 0, 0.0
+    for duration, answers, round_seconds in checks:
+        now += duration  # the check, however long it hangs; the feeder runs meanwhile
+        run.feeder_until(now, jitter)
+        errors += 1
+        round_start = now
+        sizes = safetime.peer_batches(workers)
+        padded = (answers + [peer.REQUEST_FAILED] * workers)[:workers]
+        batches, start = [], 0
+        for size in sizes:
+            batches.append(padded[start : start + size])
+            start += size
+        verdict = peer.worker_verdict(errors, run.threshold, workers, min_peers, iter(batches), now - last_answer)
+        now += round_seconds if errors >= run.threshold and workers >= max(min_peers, 1) else 0.0
+        run.feeder_until(now, jitter)
+        if any(answer != peer.REQUEST_FAILED for answer in verdict.answers):
+            last_answer = round_start
+        if verdict.confirmed and run.fenced_at is None:
+            # a majority of the peers asked said Healthy (liars among them or not): the clock restarts at the
+            # round's start, never later
+            assert verdict.answers.count(peer.HEALTHY) >= peer.majority(len(verdict.answers))
+            run.confirmed_at = round_start
+            errors = 0
+        verdict = peer.limit_verdict(verdict, run.cut_off(now), run.limit)
+        run.verdicts.append(verdict.code)
+        if verdict.fence and run.fenced_at is None:
+            run.fenced_at = now
+        if run.fenced_at is not None:
+            break
+    run.feeder_until(now + 10 * run.limit, jitter)  # nothing confirms any more
+    assert run.fenced_at is not None
+    last_feed = run.feeds[-1] if run.feeds else 0.0
+    # fed only before the limit (each wake-up may be late by the scheduler, never by more than the margin)
+    assert last_feed - run.confirmed_at < run.limit + safetime.LIVENESS_MARGIN_SECONDS / 2
+    # the watchdog resets the node, or the software fallback's sysrq does, inside the safe time counted from a
+    # remediation created just after the last confirmation
+    reset_by = last_feed - run.confirmed_at + watchdog
+    fallback_by = run.fenced_at - run.confirmed_at + safetime.software_fallback(watchdog)[1]
+    assert reset_by + safetime.REBOOT_MARGIN_SECONDS <= promise.minimum_seconds
+    assert fallback_by <= promise.minimum_seconds
+
+
+@given(spec=situations)
+def test_the_isolation_limit_leaves_room_for_a_peer_round(spec: dict[str, str]) -> None:
+    """A node that only lost the API reaches the peers' round before the limit, with the 30 s floor's room."""
+    limit = safetime.isolation_limit(spec)
+    api_check = spec["maxApiErrorThreshold"] * (seconds(spec["apiCheckInterval"]) + seconds(spec["apiServerTimeout"]))
+    assert limit >= api_check + safetime.MIN_PEER_CHECK_SECONDS - safetime.LIVENESS_MARGIN_SECONDS - 1e-6
