@@ -145,6 +145,7 @@ class FakeApi:
     token: str = "test-token"
     up: bool = True
     remediations_status: int = 200
+    patch_status: int = 200
     bind: str = "127.0.0.1"
     remediations: list[dict[str, Any]] = field(default_factory=list)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -188,6 +189,8 @@ class FakeApi:
                 name = self.path.rsplit("/", 1)[-1]
                 if not fake.up or not self.path.startswith("/api/v1/nodes/"):
                     return self._send(500 if not fake.up else 404, {"kind": "Status"})
+                if fake.patch_status != 200:
+                    return self._send(fake.patch_status, {"kind": "Status", "code": fake.patch_status})
                 fake.patches.append((name, patch))
                 node = fake.nodes.setdefault(name, {"metadata": {"name": name}})
                 node["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])

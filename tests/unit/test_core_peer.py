@@ -24,11 +24,13 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.peer
     Verdict,
     control_plane_verdict,
     feeder_wait,
+    limit_in_force,
     limit_verdict,
     majority,
     node_is_control_plane,
     node_verdict,
     peer_answer,
+    peers_due,
     remediation_to_act_on,
     remediations_for,
     worker_verdict,
@@ -275,6 +277,18 @@ def test_no_verdict_that_keeps_a_node_running_outlasts_the_isolation_limit(code:
 def test_a_confirmed_or_fencing_verdict_is_left_as_it_is() -> None:
     for code in (Code.PEER_REPORTS_HEALTHY, Code.PEER_REPORTS_UNHEALTHY, Code.ISOLATED):
         assert limit_verdict(w(code), 10 * LIMIT, LIMIT) == w(code)
+
+
+def test_the_limit_runs_from_the_first_confirmation_and_rests_while_not_capable() -> None:
+    assert limit_in_force(True, False)
+    assert not limit_in_force(False, False)  # nothing confirmed in this boot yet (a cold start)
+    assert not limit_in_force(True, True)  # the node shows itself not reboot-capable: the manager leaves it
+
+
+def test_the_peers_are_asked_before_the_limit_whatever_the_error_count() -> None:
+    assert peers_due(1, 3, 10.0, 85.0, 30.0) == 1
+    assert peers_due(1, 3, 55.0, 85.0, 30.0) == 3
+    assert peers_due(4, 3, 80.0, 85.0, 30.0) == 4
 
 
 def test_the_default_isolation_limit() -> None:

@@ -531,8 +531,9 @@ def test_an_api_server_that_hangs_is_an_outage_not_isolation(
     tmp_path: Path, pki: dict[str, Any], agents: list[AgentProcess]
 ) -> None:
     """The API does not answer at all, not even the connection (a powered-off control plane behind an address
-    that drops packets): the peers answer ApiError in time, so nobody counts as isolated, and nobody fences
-    before the isolation limit; at it, every node fences (none can tell the outage from being cut off alone)."""
+    that drops packets): the peers answer ApiError in time, so nobody counts as isolated. The agents started
+    without the API (a cold start of the cluster): none confirmed in this boot, so the isolation limit does not
+    run and nobody fences (nobody reboots again and again while the control plane comes up)."""
     # a listening socket that never accepts, its backlog full: new connections get no answer at all
     blackhole = socket.socket()
     blackhole.bind(("127.0.0.1", 0))
@@ -556,13 +557,15 @@ def test_an_api_server_that_hangs_is_an_outage_not_isolation(
         ]
         agents.extend(started)
         for agent in started:
-            status = wait_for(
-                lambda agent=agent: (s := agent.status()) and s["fenced"] and s, 120, f"{agent.name} fencing"
+            wait_for(
+                lambda agent=agent: (s := agent.status()) and s["verdicts"].get("ApiServerOutage", 0) >= 3,
+                120,
+                f"three outage verdicts of {agent.name}",
             )
-            assert status["verdicts"].get("ApiServerOutage", 0) >= 1 and "Isolated" not in status["verdicts"], status
-            assert status["fence_cause"] == "IsolationLimit", status
-            # not before the limit, counted from the last read of its remediation state (the product's own clock)
-            assert status["fenced_at"] - status["confirmed_at"] >= status["isolation_limit_seconds"] - 0.01, status
+        for agent in started:
+            status = agent.status()
+            assert status is not None and not status["fenced"] and "Isolated" not in status["verdicts"], status
+            assert not status["isolation_limit_in_force"], status
     finally:
         blackhole.close()
         for sock in held:

@@ -63,13 +63,17 @@ def healthy_and_fed(agent: AgentProcess) -> None:
     )
 
 
-def fenced_in_time(agent: AgentProcess, workers: int, what: str, *, reboot: bool = False) -> dict[str, Any]:
+def fenced_in_time(
+    agent: AgentProcess, workers: int, what: str, cut: float, *, reboot: bool = False, spec: dict[str, Any] = SPEC
+) -> dict[str, Any]:
     """Waits for the fence, then checks it against the isolation limit and the safe time on the product's own
-    clocks, and prints the margins."""
+    clocks, and prints the margins. ``cut`` is when the test cut the node off (Unix time, taken before): the
+    last confirmation must come before it (order, not duration)."""
     status: dict[str, Any] = wait_for(lambda: (s := agent.status()) and s["fenced"] and s, 150, f"{agent.name} fencing")
-    promise = safe_time(SPEC, workers + 1, WATCHDOG)
+    promise = safe_time(spec, workers + 1, WATCHDOG)
     assert status["isolation_limit_seconds"] == promise.isolation_limit_seconds
     confirmed, fenced = status["confirmed_at"], status["fenced_at"]
+    assert confirmed <= cut + 0.01, "a confirmation after the node was cut off"
     last_feed = agent.watchdog.stat().st_mtime
     decided = fenced - confirmed
     reset_by = last_feed + WATCHDOG - confirmed
@@ -123,8 +127,9 @@ def test_a_node_missing_from_its_peers_lists_fences_in_time(
         healthy_and_fed(node)
         assert (node.status() or {})["source_address"] == "127.0.0.9"
         peers_api.remediations = [{"metadata": {"name": "new", "uid": "u-new", "namespace": "ops"}}]
+        cut = time.time()
         new_api.up = False
-        fenced_in_time(node, 2, "a node its peers do not know", reboot=True)
+        fenced_in_time(node, 2, "a node its peers do not know", cut, reboot=True)
         assert "Busy" in answers(node) and "Unhealthy" not in answers(node)
         assert all(not (a.status() or {})["fenced"] for a in agents if a is not node)
     finally:
@@ -166,8 +171,9 @@ def test_a_listener_that_accepts_and_closes_keeps_nobody_alive(
         node = make_agent("w1", tmp_path, pki, fake_api, peers, hostPort=port)
         agents.append(node.start())
         healthy_and_fed(node)
+        cut = time.time()
         fake_api.up = False
-        fenced_in_time(node, 3, "a listener that accepts and closes")
+        fenced_in_time(node, 3, "a listener that accepts and closes", cut)
         assert closed > 0 and "Busy" in answers(node)
     finally:
         stop.set()
@@ -177,8 +183,11 @@ def test_a_listener_that_accepts_and_closes_keeps_nobody_alive(
 
 # -- 3. a slow lying peer -------------------------------------------------------------------------------------
 def slow_healthy(tls: Any) -> None:
-    time.sleep(2.7)  # within what the asker waits (peerRequestTimeout 3 s)
+    time.sleep(2.7)  # well within what the asker waits here (peerRequestTimeout 6 s)
     tls.sendall(json_answer({"status": 1}))
+
+
+SLOW_PEERS = {"peerRequestTimeout": "6s"}  # the lie always arrives, also on a busy machine
 
 
 @pytest.mark.parametrize("honest", [False, True], ids=["against-silence", "against-one-honest-peer"])
@@ -196,16 +205,28 @@ def test_a_slow_peer_lying_healthy_cannot_keep_a_node_running(
             peers.append({"name": "honest", "address": "127.0.0.1", "port": honest_port})
         else:
             peers.append({"name": "gone", "address": "127.0.0.1", "port": free_port()})
-        node = make_agent("w1", tmp_path, pki, fake_api, peers, hostPort=port)
+        node = make_agent("w1", tmp_path, pki, fake_api, peers, hostPort=port, **SLOW_PEERS)
         agents.append(node.start())
         if honest:
             peers_api.remediations = [{"metadata": {"name": "w1", "uid": "u-w1", "namespace": "ops"}}]
-            agents.append(make_agent("honest", tmp_path, pki, peers_api, peers, hostPort=honest_port).start())
+            agents.append(
+                make_agent("honest", tmp_path, pki, peers_api, peers, hostPort=honest_port, **SLOW_PEERS).start()
+            )
         healthy_and_fed(node)
+        cut = time.time()
         fake_api.up = False
-        wait_for(lambda: liar.asked > 0 or (node.status() or {})["fenced"], 60, "the liar asked")
-        fenced_in_time(node, 2, f"a slow lying peer {'against one honest peer' if honest else 'against silence'}")
-        assert liar.asked > 0
+        status = fenced_in_time(
+            node,
+            2,
+            f"a slow lying peer {'against one honest peer' if honest else 'against silence'}",
+            cut,
+            spec={**SPEC, **SLOW_PEERS},
+        )
+        # the lie was heard, and outweighed nothing: only the limit fenced the node
+        assert liar.asked > 0 and status["fence_cause"] == "IsolationLimit", status
+        assert "PeerReportsHealthy" not in status["verdicts"], status
+        heard = status["last_verdict"]["answers"]
+        assert "Healthy" in heard and ("Unhealthy" in heard) == honest, status
     finally:
         liar.stop()
         peers_api.stop()
@@ -319,10 +340,11 @@ def test_dns_down_with_the_network_does_not_delay_the_fence(
             healthy_and_fed(agent)
         node = started[0]
         # the network goes, and DNS with it
+        cut = time.time()
         dns_lab["down"].write_text("")
         ip("-n", dns_lab["ns"], "link", "set", "eth0", "down")
         for agent in started:
-            fenced_in_time(agent, 2, f"DNS down with the network ({agent.name})")
+            fenced_in_time(agent, 2, f"DNS down with the network ({agent.name})", cut)
         assert "ApiError" in answers(node) or "RequestFailed" in answers(node) or "Busy" in answers(node)
     finally:
         api.stop()
@@ -358,22 +380,41 @@ def test_a_refused_remediation_read_fails_closed(
         assert status["remediation_read_failures"].get("forbidden", 0) >= 1 and not status["fenced"]
         assert 'nodeops_agent_remediation_read_failures_total{reason="forbidden"}' in node.metrics()
         # a remediation is created; the node cannot see it, its peer can
+        cut = time.time()
         peers_api.remediations = [{"metadata": {"name": "w1", "uid": "u-w1", "namespace": "ops"}}]
-        status = fenced_in_time(node, 1, "a refused remediation read, an honest peer")
+        status = fenced_in_time(node, 1, "a refused remediation read, an honest peer", cut)
         assert status["fence_cause"] == "PeerReportsUnhealthy"
     finally:
         peers_api.stop()
 
 
-def test_a_refused_remediation_read_without_peers_fences_at_the_limit(
+def test_a_refused_remediation_read_without_peers_fences_at_the_limit_unless_it_says_not_capable(
     tmp_path: Path, pki: dict[str, Any], fake_api: FakeApi, agents: list[AgentProcess]
 ) -> None:
-    """No peer to ask (minPeersForRemediation 1, none listed: TooFewPeers keeps it from fencing early): the
-    isolation limit fences it."""
+    """No peer to ask (minPeersForRemediation 1, none listed: TooFewPeers keeps it from fencing early). While the
+    node can publish itself not reboot-capable the manager touches nothing of it and the limit rests; when it
+    cannot (its Node's patch refused too), the isolation limit fences it."""
     node = make_agent("w1", tmp_path, pki, fake_api, [])
     agents.append(node.start())
     healthy_and_fed(node)
+    capable = "is-reboot-capable.self-node-remediation.medik8s.io"
     fake_api.remediations_status = 403
-    status = fenced_in_time(node, 0, "a refused remediation read, no peers")
+    wait_for(lambda: fake_api.nodes["w1"]["metadata"]["annotations"][capable] == "false", 30, "not reboot-capable")
+    # past the limit on the agent's own clock, and still running
+    status = wait_for(
+        lambda: (s := node.status()) and s["cut_off_seconds"] > s["isolation_limit_seconds"] + 3 and s,
+        90,
+        "the cut-off past the limit",
+    )
+    assert not status["fenced"] and not status["isolation_limit_in_force"], status
+    # it can read again: capable, confirmed, the limit runs again
+    fake_api.remediations_status = 200
+    wait_for(lambda: fake_api.nodes["w1"]["metadata"]["annotations"][capable] == "true", 30, "reboot-capable again")
+    wait_for(lambda: (s := node.status()) and s["isolation_limit_in_force"], 30, "the limit in force again")
+    # now its Node cannot be patched either: it stays capable on its Node, so the limit fences it
+    fake_api.patch_status = 403
+    cut = time.time()
+    fake_api.remediations_status = 403
+    status = fenced_in_time(node, 0, "a refused remediation read and patch, no peers", cut)
     assert status["fence_cause"] == "IsolationLimit"
     assert status["verdicts"].get("TooFewPeers", 0) >= 1

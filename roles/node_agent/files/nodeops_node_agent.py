@@ -150,7 +150,7 @@ class Resolver:
     def _lookup(self, name: str, done: threading.Event) -> None:
         try:
             infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
-            addresses = sorted({str(info[4][0]) for info in infos})
+            addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))  # in the system's order
         except (OSError, UnicodeError) as err:
             LOG.warning("cannot resolve %s: %s", name, err)
             addresses = []
@@ -192,14 +192,16 @@ def connect(
     deadline = time.monotonic() + timeout
     addresses = resolver.lookup(host, timeout)
     error: OSError = OSError(f"no address for {host}")
-    for address in addresses:
+    for index, address in enumerate(addresses):
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"connecting to {host} took more than {timeout:g}s")
+        # the time left shared among the addresses left, so one that drops packets does not use it all
+        share = left / (len(addresses) - index)
+        # from ``source`` only toward an address of its family
+        bind = (source, 0) if source and (":" in source) == (":" in address) else None
         try:
-            return socket.create_connection(
-                (address, port), timeout=left, source_address=(source, 0) if source else None
-            )
+            return socket.create_connection((address, port), timeout=share, source_address=bind)
         except OSError as err:
             error = err
     raise error
@@ -410,8 +412,10 @@ class ReadFailed(OSError):
 
 
 #: The reasons of a failed read of the SelfNodeRemediations (nodeops_agent_remediation_read_failures_total).
-READ_FAILURE_REASONS = ("forbidden", "throttled", "too_large", "unavailable", "timeout", "error")
-READ_FAILURE_BY_STATUS = {401: "forbidden", 403: "forbidden", 429: "throttled"}
+READ_FAILURE_REASONS = ("forbidden", "not_found", "throttled", "too_large", "unavailable", "timeout", "error")
+READ_FAILURE_BY_STATUS = {401: "forbidden", 403: "forbidden", 404: "not_found", 429: "throttled"}
+#: the refusals that make the node publish itself not reboot-capable until a read succeeds again
+LASTING_READ_FAILURES = ("forbidden", "not_found", "too_large")
 
 
 # -- watchdog ------------------------------------------------------------------------------------
@@ -570,9 +574,8 @@ class FenceMarker:
 class Confirmation:
     """A file (on tmpfs, beside the fence marker) holding when this boot's agent last confirmed that no
     remediation is pending for its node (``CLOCK_BOOTTIME`` seconds), so that an agent that crashes and starts
-    again counts its time cut off from where the last one left it, instead of from its own start. A clean stop
-    removes it (the watchdog is disarmed then too: the next agent counts from its start). Another boot's is
-    ignored."""
+    again, or is restarted, counts its time cut off from where the last one left it, instead of from its own
+    start. Another boot's is ignored."""
 
     def __init__(self, path: str, boot_id: str) -> None:
         self.path = path
@@ -605,10 +608,6 @@ class Confirmation:
             if str(err) != self.error:
                 LOG.error("cannot write the confirmation file %s: %s", self.path, err)
             self.error = str(err)
-
-    def remove(self) -> None:
-        with contextlib.suppress(OSError):
-            os.remove(self.path)
 
 
 # -- peer server ---------------------------------------------------------------------------------
@@ -956,11 +955,11 @@ class Agent:
         boot_id = read_boot_id(cfg["bootIdFile"])
         self.marker = FenceMarker(cfg["fenceMarkerFile"], boot_id)
         self.confirmation = Confirmation(cfg["confirmationFile"], boot_id)
-        # boot_clock() of the last confirmation: carried over from an earlier agent of this boot, else now
+        # boot_clock() of the last confirmation, carried over from an earlier agent of this boot; the isolation
+        # limit runs from the boot's first confirmation
         carried_confirmation = self.confirmation.load()
+        self.confirmed_this_boot = carried_confirmation is not None
         self.confirmed_at = boot_clock() if carried_confirmation is None else min(carried_confirmation, boot_clock())
-        if carried_confirmation is None:
-            self.confirmation.write(self.confirmed_at)
         self.request_timeout = self.safetime.effective_peer_request_timeout(
             cfg["peerRequestTimeout"], cfg["apiServerTimeout"]
         )
@@ -1164,8 +1163,13 @@ class Agent:
                 yield self.ask_all(workers[start : start + size])
                 start += size
 
+        errors = self.error_count
+        if self.limit_in_force():
+            errors = self.peer.peers_due(
+                errors, self.cfg["maxApiErrorThreshold"], self.cut_off_seconds(), self.isolation_limit, self.peer_lead()
+            )
         verdict = self.peer.worker_verdict(
-            self.error_count,
+            errors,
             self.cfg["maxApiErrorThreshold"],
             len(workers),
             self.cfg["minPeersForRemediation"],
@@ -1177,16 +1181,32 @@ class Agent:
             verdict = self.peer.control_plane_verdict(verdict, cp_answers, self.diagnostics_ok())
         if verdict.confirmed:
             self.confirm(round_start)
-        return self.peer.limit_verdict(verdict, boot_clock() - self.confirmed_at, self.isolation_limit)
+        if not self.limit_in_force():
+            return verdict
+        return self.peer.limit_verdict(verdict, self.cut_off_seconds(), self.isolation_limit)
 
     def confirm(self, at: float) -> None:
         """No remediation was pending at ``at`` (boot clock): the node's own read, or a majority of its peers."""
-        if at > self.confirmed_at:
-            self.confirmed_at = at
-            self.confirmation.write(at)
+        if at > self.confirmed_at or not self.confirmed_this_boot:
+            self.confirmed_at = max(at, self.confirmed_at) if self.confirmed_this_boot else at
+            self.confirmed_this_boot = True
+            self.confirmation.write(self.confirmed_at)
 
     def cut_off_seconds(self) -> float:
         return max(0.0, boot_clock() - self.confirmed_at)
+
+    def limit_in_force(self) -> bool:
+        return bool(
+            self.peer.limit_in_force(self.confirmed_this_boot, self.published.get(REBOOT_CAPABLE_ANNOTATION) == "false")
+        )
+
+    def peer_lead(self) -> float:
+        """How long before the isolation limit the peers are asked whatever the API error count: a check (its
+        read after a ready answer included) and a batch of peers."""
+        cfg = self.cfg
+        return float(
+            cfg["apiCheckInterval"] + 2 * cfg["apiServerTimeout"] + cfg["peerDialTimeout"] + self.request_timeout + 1.0
+        )
 
     def diagnostics_ok(self) -> bool:
         """Control-plane self-diagnostics: the configured endpoint answers and the kubelet port accepts."""
@@ -1220,7 +1240,9 @@ class Agent:
                 if str(err) != self.read_error:
                     LOG.warning("cannot read this node's remediation state (%s): %s", err.reason, err)
                 self.read_error = str(err)
-                self.read_refused = True
+                # a refusal that lasts (no permission, no such resource) makes the node not reboot-capable; a
+                # passing one (time-out, throttling, a server error) is only an API error
+                self.read_refused = err.reason in LASTING_READ_FAILURES
                 return self.api_error()
             if self.error_count:
                 LOG.info("API server reachable again after %d failed checks", self.error_count)
@@ -1251,21 +1273,22 @@ class Agent:
         verdict = self.decide()
         self.last_verdict = verdict.as_dict()
         self.verdicts[verdict.code] = self.verdicts.get(verdict.code, 0) + 1
-        if verdict.reset_errors:
-            self.error_count = 0
+        # a confirmation by the peers does not reset the count (unlike upstream): while the API stays out of reach
+        # the peers are asked at every check, so that one confirms the node again well before the limit
         level = logging.WARNING if verdict.fence else logging.INFO
         LOG.log(level, "API check failed (%d in a row): %s: %s", self.error_count, verdict.code, verdict.reason)
-        self.state = "api-errors"
         if verdict.fence:
             self.fence(verdict.reason, verdict.code)
             return False
-        return bool(verdict.reset_errors)
+        self.state = "fenced" if self.fenced else "api-errors"  # (the feeder may have fenced meanwhile)
+        return bool(verdict.confirmed)
 
     def arm_watchdog(self) -> None:
         """Open the watchdog after a check that showed the node healthy (never while fenced)."""
-        if self.watchdog_usable and not self.watchdog.armed and not self.fenced:
-            self.watchdog_usable = self.watchdog.open()
-            self.watchdog_failed = not self.watchdog_usable
+        with self.fence_lock:  # never opened (which feeds it) once the feeder began a fence
+            if self.watchdog_usable and not self.watchdog.armed and not self.fenced:
+                self.watchdog_usable = self.watchdog.open()
+                self.watchdog_failed = not self.watchdog_usable
 
     def capability(self) -> dict[str, str] | None:
         """What the node's annotations must say about fencing it, or None to leave them: before the first
@@ -1410,6 +1433,7 @@ class Agent:
             "confirmed_at": round(now - (now_boot - self.confirmed_at), 3),
             "cut_off_seconds": round(max(0.0, now_boot - self.confirmed_at), 3),
             "isolation_limit_seconds": self.isolation_limit,
+            "isolation_limit_in_force": self.limit_in_force(),
             "fenced_at": round(now - (now_boot - self.fenced_at), 3) if self.fenced else None,
             "remediation_read_error": self.read_error,
             "remediation_read_failures": dict(self.read_failures),
@@ -1417,7 +1441,7 @@ class Agent:
             "published": self.published,
             "publish_error": self.publish_error,
             "last_verdict": self.last_verdict,
-            "verdicts": self.verdicts,
+            "verdicts": dict(self.verdicts),
             "checks": self.checks,
             "pid": os.getpid(),
             "time": datetime.now(timezone.utc).isoformat(),
@@ -1530,26 +1554,35 @@ class Agent:
         than the moment the limit is reached and fences then, whatever the main thread is waiting for (a
         lookup, a read, a peer round), so the node never feeds past it."""
         while not self.stop.is_set():
-            if not self.fenced:
-                cut_off = self.cut_off_seconds()
-                if self.peer.past_isolation_limit(cut_off, self.isolation_limit):
-                    self.fence(
-                        f"cut off from this node's remediation state for {cut_off:.1f}s (the isolation limit is"
-                        f" {self.isolation_limit:g}s) without a read of it or a majority of the peers asked"
-                        " saying Healthy",
-                        self.peer.Code.ISOLATION_LIMIT,
-                    )
-            if self.fenced:
-                self.fallback()
-                wait = min(self.watchdog.timeout / 3, 1.0)
-            else:
-                if self.watchdog.armed:
-                    try:
-                        self.watchdog.feed()  # (counts its failures for the metrics)
-                    except OSError as err:
-                        LOG.error("feeding the watchdog failed: %s", err)
-                wait = self.peer.feeder_wait(self.cut_off_seconds(), self.isolation_limit, self.watchdog.timeout / 3)
+            wait = min(self.watchdog.timeout / 3, 1.0)
+            try:
+                wait = self.feed_once()
+            except Exception as err:  # the feeder never dies: it holds the limit and runs the fallback
+                LOG.error("the watchdog feeder failed (it goes on): %r", err)
             self.stop.wait(wait)
+
+    def feed_once(self) -> float:
+        """One turn of the feeder; returns how long to wait before the next."""
+        in_force = self.limit_in_force()
+        if not self.fenced and in_force:
+            cut_off = self.cut_off_seconds()
+            if self.peer.past_isolation_limit(cut_off, self.isolation_limit):
+                self.fence(
+                    f"cut off from this node's remediation state for {cut_off:.1f}s (the isolation limit is"
+                    f" {self.isolation_limit:g}s) without a read of it or a majority of the peers asked saying Healthy",
+                    self.peer.Code.ISOLATION_LIMIT,
+                )
+        if self.fenced:
+            self.fallback()
+            return float(min(self.watchdog.timeout / 3, 1.0))
+        if self.watchdog.armed:
+            try:
+                self.watchdog.feed()  # (counts its failures for the metrics)
+            except OSError as err:
+                LOG.error("feeding the watchdog failed: %s", err)
+        if not in_force:
+            return float(self.watchdog.timeout / 3)
+        return float(self.peer.feeder_wait(self.cut_off_seconds(), self.isolation_limit, self.watchdog.timeout / 3))
 
     def run(self) -> int:
         if self.fenced:
@@ -1563,6 +1596,9 @@ class Agent:
                 LOG.error("no usable watchdog and isSoftwareRebootEnabled is false: this node cannot be fenced")
                 self.publish()  # not reboot-capable, so that nothing is remediated on a guess
                 return 3
+        # the feeder first: it holds the isolation limit while the rest starts (a port held by another process
+        # keeps the peer server from starting for as long as it is held)
+        threading.Thread(target=self.feeder, daemon=True).start()
         # the peer list before the port opens: a peer's connection is never closed as a stranger's because
         # the agent was still starting
         self.peers_loaded_at = time.monotonic()
@@ -1585,7 +1621,6 @@ class Agent:
                 if self.stop.wait(5.0):
                     return 0
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True).start()
-        threading.Thread(target=self.feeder, daemon=True).start()
         LOG.info("node agent for %s started; peers on port %d", self.node, self.cfg["hostPort"])
         self.start_metrics()
         if not self.cfg["remediationNamespace"]:
@@ -1616,9 +1651,6 @@ class Agent:
         if self.metrics_server is not None:
             self.metrics_server.close()
         self.watchdog.disarm()
-        if not self.fenced:
-            # a clean stop leaves the node unprotected (the watchdog disarmed): the next agent counts from its start
-            self.confirmation.remove()
         LOG.info("node agent stopped")
         return 0
 

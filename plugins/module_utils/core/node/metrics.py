@@ -195,7 +195,8 @@ AGENT = {
             "nodeops_agent_remediation_read_failures_total",
             "counter",
             "Reads of this node's SelfNodeRemediations that failed while the API server answered ready, by reason"
-            " (forbidden, throttled, too_large, unavailable, timeout, error); each counts as a failed API check.",
+            " (forbidden, not_found, throttled, too_large, unavailable, timeout, error); each counts as a failed API"
+            " check.",
             "reason",
         ),
         _m(

@@ -29,7 +29,9 @@ enforces it on the thread that feeds the watchdog, whatever the checks and the p
 nothing a peer answers (Busy, ApiError, a tie, a stranger's close, a slow Healthy against silence), no
 lookup or read that hangs and no ``minPeersForRemediation`` keeps a cut-off node feeding its watchdog
 past it. A confirmed verdict restarts that clock from the start of its round (a peer's Healthy answer
-comes from a read made after the question was sent).
+comes from a read made after the question was sent). The limit runs from the node's first confirmation in
+its boot and rests while the node shows itself not reboot-capable (``limit_in_force``); the peers are asked
+at every failed check once past the threshold, and before it once the limit is near (``peers_due``).
 
 Batches are asked in order (3, then ``max(3, (N - 3) // 10)``; :func:`safetime.peer_batches`); after
 each batch the rules are applied to all the answers so far, the first batch that decides ends the round,
@@ -112,8 +114,8 @@ class Code:
 class Verdict:
     code: str
     fence: bool
-    #: a majority of the peers asked said Healthy: the API error count restarts, and so does the isolation
-    #: limit's clock (from the start of the round)
+    #: a majority of the peers asked said Healthy: the isolation limit's clock restarts from the start of the
+    #: round (the agent keeps its API error count, so it asks again at the next failed check)
     confirmed: bool
     reason: str
     answers: tuple[int, ...] = ()  # every answer received this round, in batch order
@@ -294,6 +296,23 @@ def limit_verdict(verdict: Verdict, seconds_cut_off: float, isolation_limit: flo
         verdict.batches_asked,
         verdict.peers_asked,
     )
+
+
+def limit_in_force(confirmed_this_boot: bool, published_not_capable: bool) -> bool:
+    """Whether the isolation limit runs: from the node's first confirmation in this boot (before it, the node has
+    shown nothing: its watchdog is not open, and a cold start of the whole cluster, its control plane included,
+    does not reboot every node again and again), and not while the node shows itself not reboot-capable on its
+    Node (the manager then neither taints nor deletes anything for it, and checks that before every step)."""
+    return confirmed_this_boot and not published_not_capable
+
+
+def peers_due(error_count: int, threshold: int, seconds_cut_off: float, isolation_limit: float, lead: float) -> int:
+    """The API error count to decide with: ``error_count``, or ``threshold`` once the isolation limit is less than
+    ``lead`` seconds away (a check and a peer round), so that a node whose checks are slow still asks its peers,
+    and can be confirmed by them, before the limit."""
+    if error_count < threshold and seconds_cut_off + lead >= isolation_limit:
+        return threshold
+    return error_count
 
 
 def past_isolation_limit(seconds_cut_off: float, isolation_limit: float) -> bool:
