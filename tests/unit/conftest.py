@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from hypothesis import HealthCheck, settings
-from support.node_agent import FakeApi, issue
+from support.node_agent import AgentProcess, FakeApi, issue
 from unit.test_engine_maintenance import node
 from unit.test_rolling_windows_gates import GateApi
 
@@ -26,6 +26,15 @@ def fake_api(tmp_path: Path) -> Iterator[FakeApi]:
         yield api
     finally:
         api.stop()
+
+
+@pytest.fixture
+def agents() -> Iterator[list[AgentProcess]]:
+    """The node agents a test started (append them), stopped when it ends."""
+    started: list[AgentProcess] = []
+    yield started
+    for agent in started:
+        agent.stop()
 
 
 @pytest.fixture

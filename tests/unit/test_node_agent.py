@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +38,6 @@ from support.node_agent import (
 )
 
 HEALTHY, UNHEALTHY, API_ERROR = 1, 2, 3
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    started: list[AgentProcess] = []
-    yield started
-    for agent in started:
-        agent.stop()
 
 
 def client(pki: dict[str, Any], name: str, ca: Identity | None = None, expired: bool = False) -> ssl.SSLContext:

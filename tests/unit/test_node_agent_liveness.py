@@ -46,14 +46,6 @@ SPEC = {
 WATCHDOG = int(FAST["watchdogTimeoutSeconds"])
 
 
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    started: list[AgentProcess] = []
-    yield started
-    for agent in started:
-        agent.stop()
-
-
 def healthy_and_fed(agent: AgentProcess) -> None:
     """Until the agent has confirmed, armed its watchdog and fed it."""
     wait_for(

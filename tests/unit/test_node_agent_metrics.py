@@ -9,7 +9,6 @@ import contextlib
 import socket
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,6 @@ import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.metrics import AGENT
 from support.exposition import parse, value
 from support.node_agent import AgentProcess, FakeApi, free_port, make_agent, wait_for
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    started: list[AgentProcess] = []
-    yield started
-    for agent in started:
-        agent.stop()
 
 
 def scrape(agent: AgentProcess) -> dict[str, Any]:
