@@ -554,8 +554,13 @@ def test_an_api_server_that_hangs_is_an_outage_not_isolation(
                 f"three outage verdicts of {agent.name}",
             )
         for agent in started:
-            status = agent.status()
-            assert status is not None and not status["fenced"] and "Isolated" not in status["verdicts"], status
+            # past the limit on the agent's own clock, and still running
+            status = wait_for(
+                lambda agent=agent: (s := agent.status()) and s["cut_off_seconds"] > s["isolation_limit_seconds"] and s,
+                120,
+                f"{agent.name} cut off past the limit",
+            )
+            assert not status["fenced"] and "Isolated" not in status["verdicts"], status
             assert not status["isolation_limit_in_force"], status
     finally:
         blackhole.close()

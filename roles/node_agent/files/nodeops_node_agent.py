@@ -354,7 +354,7 @@ class ApiClient:
             "PATCH", f"/api/v1/nodes/{urllib.parse.quote(name)}", timeout, body, "application/merge-patch+json"
         )
         if status != 200:
-            raise OSError(f"annotating node {name} answered HTTP {status}: {answer[:300]!r}")
+            raise PatchRefused(f"annotating node {name} answered HTTP {status}: {answer[:300]!r}")
 
     def ready(self, timeout: float) -> bool:
         try:
@@ -401,6 +401,10 @@ class ApiClient:
             raise OSError(f"reading node {name} answered HTTP {status}")
         result: dict[str, Any] = json.loads(body)
         return result
+
+
+class PatchRefused(OSError):
+    """The API server answered a write with an error: it was not applied."""
 
 
 class ReadFailed(OSError):
@@ -937,6 +941,7 @@ class Agent:
         self.read_failures: dict[str, int] = {}
         self.source_address = ""  # this node's address in the peer list: peer questions leave from it
         self.peers_stamp: tuple[int, int, int] | None = None
+        self.node_read_tried = False  # the first peer-list refresh (which reads the Node) has ended
         self.state = "starting"
         self.last_verdict: dict[str, Any] | None = None
         self.checks = 0
@@ -1242,7 +1247,7 @@ class Agent:
                 self.read_error = str(err)
                 # a refusal that lasts (no permission, no such resource) makes the node not reboot-capable; a
                 # passing one (time-out, throttling, a server error) is only an API error
-                self.read_refused = err.reason in LASTING_READ_FAILURES
+                self.read_refused = self.read_refused or err.reason in LASTING_READ_FAILURES
                 return self.api_error()
             if self.error_count:
                 LOG.info("API server reachable again after %d failed checks", self.error_count)
@@ -1319,9 +1324,15 @@ class Agent:
         wanted = self.capability() if wanted is None else wanted
         if wanted is None or wanted == self.published:
             return
+        before = dict(self.published)
+        # unknown while the write is under way: a write whose answer is lost may have been applied, so the node
+        # may show either value (and the isolation limit rests only on a "false" known to be there)
+        self.published = {key: None for key in wanted}
         try:
             self.api.annotate_node(self.node, wanted, self.cfg["apiServerTimeout"])
         except (OSError, ValueError, ssl.SSLError) as err:
+            if isinstance(err, PatchRefused):
+                self.published = before  # answered with an error: not applied
             self.publish_failures += 1
             if str(err) != self.publish_error:
                 LOG.warning("cannot publish %s on node %s: %s", wanted, self.node, err)
@@ -1563,7 +1574,9 @@ class Agent:
 
     def feed_once(self) -> float:
         """One turn of the feeder; returns how long to wait before the next."""
-        in_force = self.limit_in_force()
+        # not before this process has read its Node once (what it shows, when it can be read): a restart while
+        # the node shows itself not capable must not fence it before the agent knows that
+        in_force = self.limit_in_force() and self.node_read_tried
         if not self.fenced and in_force:
             cut_off = self.cut_off_seconds()
             if self.peer.past_isolation_limit(cut_off, self.isolation_limit):
@@ -1604,6 +1617,7 @@ class Agent:
         self.peers_loaded_at = time.monotonic()
         self.peers_changed()
         self.refresh_peers()
+        self.node_read_tried = True  # (bounded: its lookups and its read of the Node have time-outs)
         while True:
             try:
                 self.server = PeerServer(

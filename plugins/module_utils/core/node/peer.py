@@ -131,7 +131,6 @@ class Verdict:
             "code": self.code,
             "fence": self.fence,
             "confirmed": self.confirmed,
-            "reset_errors": self.reset_errors,
             "reason": self.reason,
             "answers": [ANSWER_NAMES.get(a, str(a)) for a in self.answers],
             "batches_asked": self.batches_asked,
