@@ -524,6 +524,19 @@ def read_boot_id(path: str) -> str:
         return ""
 
 
+def write_json(path: str, data: Any, sync: bool = False) -> None:
+    """Replace ``path`` with ``data`` as JSON in one step (a reader sees the old file or the new one), its
+    directory made when missing; ``sync`` flushes it to the device first. Raises OSError."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temp = f"{path}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
 class FenceMarker:
     """A file (on tmpfs, under /run) that says this boot is being fenced: written before the watchdog
     stops being fed, so that no later agent process of the same boot feeds it again. A marker of
@@ -564,13 +577,7 @@ class FenceMarker:
             "time": datetime.now(timezone.utc).isoformat(),
         }
         try:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            temp = f"{self.path}.tmp"
-            with open(temp, "w", encoding="utf-8") as handle:
-                json.dump(marker, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
+            write_json(self.path, marker, sync=True)
         except OSError as err:
             LOG.error("cannot write the fence marker %s: %s", self.path, err)
 
@@ -602,11 +609,7 @@ class Confirmation:
 
     def write(self, at: float) -> None:
         try:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            temp = f"{self.path}.tmp"
-            with open(temp, "w", encoding="utf-8") as handle:
-                json.dump({"bootId": self.boot_id, "confirmedAt": at}, handle)
-            os.replace(temp, self.path)
+            write_json(self.path, {"bootId": self.boot_id, "confirmedAt": at})
             self.error = ""
         except OSError as err:
             if str(err) != self.error:
@@ -1458,11 +1461,7 @@ class Agent:
             "time": datetime.now(timezone.utc).isoformat(),
         }
         try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            temp = f"{path}.tmp"
-            with open(temp, "w", encoding="utf-8") as handle:
-                json.dump(status, handle)
-            os.replace(temp, path)
+            write_json(path, status)
         except OSError as err:
             LOG.debug("cannot write the status file: %s", err)
 
