@@ -18,6 +18,7 @@ options:
         V(upgrades.example.com).
     type: str
     required: true
+    aliases: [requestorID]
   namespace:
     description: Namespace of the NodeMaintenance objects.
     type: str
@@ -34,19 +35,25 @@ options:
       - Wait for the pods matching O(wait_for_pod_completion.pod_selector) to finish before the drain
         (C(spec.waitForPodCompletion)). Omit it to skip the step.
     type: dict
+    aliases: [waitForPodCompletion]
     suboptions:
       pod_selector:
         description: Label selector of the pods; empty selects every pod on the node.
         type: str
         default: ""
+        aliases: [podSelector]
       timeout_seconds:
         description: After this many seconds the drain starts anyway; 0 waits for ever.
         type: int
         default: 0
+        aliases: [timeoutSeconds]
   drain_spec:
     description:
       - How to drain the node (C(spec.drainSpec)). Omit it to not drain.
+      - Each sub-option also takes the CRD's camelCase name of its field, so a C(drainSpec) copied from an
+        object works as it is.
     type: dict
+    aliases: [drainSpec]
     suboptions:
       force:
         description: Also evict pods without a controller.
@@ -56,22 +63,26 @@ options:
         description: Also evict pods with emptyDir volumes.
         type: bool
         default: false
-        aliases: [delete_empty_dir]
+        aliases: [delete_empty_dir, deleteEmptyDir]
       pod_selector:
         description: Only pods matching this label selector are drained.
         type: str
         default: ""
+        aliases: [podSelector]
       timeout_seconds:
         description: Timeout of one drain attempt; a new attempt follows. 0 means no timeout.
         type: int
         default: 300
+        aliases: [timeoutSeconds]
       pod_eviction_filters:
         description: Only pods with a container that requests a resource matching one of these are evicted.
         type: list
         elements: dict
+        aliases: [podEvictionFilters]
         suboptions:
           by_resource_name_regex:
             description: Regular expression matched against the requested resource names.
             type: str
             required: true
+            aliases: [byResourceNameRegex]
 """

@@ -21,47 +21,58 @@ DRAIN_TIMEOUT_SECONDS: dict[str, Any] = {"type": "int", "default": 300}
 POD_EVICTION_FILTERS: dict[str, Any] = {
     "type": "list",
     "elements": "dict",
-    "options": {"by_resource_name_regex": {"type": "str", "required": True}},
+    "options": {"by_resource_name_regex": {"type": "str", "required": True, "aliases": ["byResourceNameRegex"]}},
 }
 # spec.waitForPodCompletion
 WAIT_FOR_POD_COMPLETION: dict[str, Any] = {
     "type": "dict",
     "options": {
-        "pod_selector": {"type": "str", "default": ""},
-        "timeout_seconds": {"type": "int", "default": 0},
+        "pod_selector": {"type": "str", "default": "", "aliases": ["podSelector"]},
+        "timeout_seconds": {"type": "int", "default": 0, "aliases": ["timeoutSeconds"]},
     },
 }
 
 
 def drain_spec_options() -> dict[str, Any]:
-    """The sub-options of ``drain_spec`` (``delete_empty_dir`` is the CRD's name, ``deleteEmptyDir``)."""
+    """The sub-options of ``drain_spec``; each also answers to the CRD's name of its field (``deleteEmptyDir``,
+    ``podSelector``, ...), so that a spec copied from an object works."""
     return {
         "force": copy.deepcopy(FORCE),
-        "delete_emptydir_data": {**copy.deepcopy(DELETE_EMPTYDIR_DATA), "aliases": ["delete_empty_dir"]},
-        "pod_selector": copy.deepcopy(POD_SELECTOR),
-        "timeout_seconds": copy.deepcopy(DRAIN_TIMEOUT_SECONDS),
-        "pod_eviction_filters": copy.deepcopy(POD_EVICTION_FILTERS),
+        "delete_emptydir_data": {
+            **copy.deepcopy(DELETE_EMPTYDIR_DATA),
+            "aliases": ["delete_empty_dir", "deleteEmptyDir"],
+        },
+        "pod_selector": {**copy.deepcopy(POD_SELECTOR), "aliases": ["podSelector"]},
+        "timeout_seconds": {**copy.deepcopy(DRAIN_TIMEOUT_SECONDS), "aliases": ["timeoutSeconds"]},
+        "pod_eviction_filters": {**copy.deepcopy(POD_EVICTION_FILTERS), "aliases": ["podEvictionFilters"]},
     }
 
 
-def drain_options() -> dict[str, Any]:
-    """The drain module's options that a NodeMaintenance's drainSpec and waitForPodCompletion also have."""
-    options = drain_spec_options()
-    options["delete_emptydir_data"].pop("aliases")
-    options["wait_for_pod_completion"] = copy.deepcopy(WAIT_FOR_POD_COMPLETION)
+def _without_aliases(options: dict[str, Any]) -> dict[str, Any]:
+    for spec in options.values():
+        spec.pop("aliases", None)
+        _without_aliases(spec.get("options") or {})
     return options
+
+
+def drain_options() -> dict[str, Any]:
+    """The drain module's options that a NodeMaintenance's drainSpec and waitForPodCompletion also have (under
+    kubectl's names alone: the drain module mirrors ``kubectl drain``, not an object)."""
+    options = drain_spec_options()
+    options["wait_for_pod_completion"] = copy.deepcopy(WAIT_FOR_POD_COMPLETION)
+    return _without_aliases(options)
 
 
 def request_options() -> dict[str, Any]:
     """The options of a request (doc fragment ``nodeops.maintenance.request_options``): who asks, where the
     NodeMaintenance objects live, and their spec (``cordon``, ``wait_for_pod_completion``, ``drain_spec``)."""
     return {
-        "requestor": {"type": "str", "required": True},
+        "requestor": {"type": "str", "required": True, "aliases": ["requestorID"]},
         "namespace": {"type": "str", "default": "default"},
         "name_prefix": {"type": "str"},
         "cordon": {"type": "bool", "default": True},
-        "wait_for_pod_completion": copy.deepcopy(WAIT_FOR_POD_COMPLETION),
-        "drain_spec": {"type": "dict", "options": drain_spec_options()},
+        "wait_for_pod_completion": {**copy.deepcopy(WAIT_FOR_POD_COMPLETION), "aliases": ["waitForPodCompletion"]},
+        "drain_spec": {"type": "dict", "options": drain_spec_options(), "aliases": ["drainSpec"]},
     }
 
 

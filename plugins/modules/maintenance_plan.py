@@ -56,6 +56,7 @@ options:
     description:
       - Node objects as C(kubectl get nodes -o json) prints them, instead of reading the cluster. A list of
         Node objects, or the whole C(NodeList) (its C(items) are used).
+      - Goes with O(node_maintenances); an offline plan needs both (V([]) when there are none).
       - Only C(metadata.name), C(spec.unschedulable) and the C(Ready) condition are looked at. A node
         without a C(Ready) condition counts as Ready.
       - The node count is the total that percentages are taken of, so give every node of the cluster.
@@ -64,6 +65,8 @@ options:
     description:
       - NodeMaintenance objects as C(kubectl get nodemaintenances -A -o json) prints them, instead of reading
         the cluster. A list of objects, or the whole list object (its C(items) are used).
+      - Goes with O(nodes). Each object's C(spec) is checked as the API server checks it (an unknown field is
+        named, with the closest known one).
       - The phase is the reason of the C(Ready) condition; a request without one counts as Pending, except on a
         node that does not exist (a live pass never marks such a request Pending, so it does not count in its
         requestor's ranking).
@@ -92,8 +95,9 @@ options:
     default: skip
   config:
     description:
-      - The limits to plan with, the fields of a MaintenanceOperatorConfig's C(spec) in snake_case, instead of
-        reading the C(default) config from the cluster.
+      - The limits to plan with, the fields of a MaintenanceOperatorConfig's C(spec), instead of reading the
+        C(default) config from the cluster. Each field takes its snake_case name or the CRD's camelCase one, so a
+        C(spec) copied from the object works as it is.
       - A number given as a string (V("2"), as C(-e) passes it) is taken as that number.
       - Offline, without this option, the built-in defaults apply.
     type: dict
@@ -101,16 +105,20 @@ options:
       max_parallel_operations:
         description: C(maxParallelOperations), a number, or a whole percentage of all nodes such as V(10%) (rounded up).
         type: raw
+        aliases: [maxParallelOperations]
       max_unavailable:
         description: C(maxUnavailable), a number, or a whole percentage of all nodes such as V(20%) (rounded down).
           Unset or negative means no limit.
         type: raw
+        aliases: [maxUnavailable]
       max_node_maintenance_time_seconds:
         description: C(maxNodeMaintenanceTimeSeconds), accepted for convenience and not used by the plan.
         type: int
+        aliases: [maxNodeMaintenanceTimeSeconds]
       log_level:
         description: C(logLevel), accepted for convenience and not used by the plan.
         type: str
+        aliases: [logLevel]
 notes:
   - The rollout is a model. Each wave starts when everything before it has completed and been released; a
     released node returns to the availability it had before its maintenance (a node the maintenance cordoned is
@@ -326,6 +334,7 @@ source:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import strict
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.scheduler import (
     NODE_NOT_FOUND,
     SchedulerConfig,
@@ -390,10 +399,10 @@ def main() -> None:
             "config": {
                 "type": "dict",
                 "options": {
-                    "max_parallel_operations": {"type": "raw"},
-                    "max_unavailable": {"type": "raw"},
-                    "max_node_maintenance_time_seconds": {"type": "int"},
-                    "log_level": {"type": "str"},
+                    "max_parallel_operations": {"type": "raw", "aliases": ["maxParallelOperations"]},
+                    "max_unavailable": {"type": "raw", "aliases": ["maxUnavailable"]},
+                    "max_node_maintenance_time_seconds": {"type": "int", "aliases": ["maxNodeMaintenanceTimeSeconds"]},
+                    "log_level": {"type": "str", "aliases": ["logLevel"]},
                 },
             },
         },
@@ -406,6 +415,7 @@ def main() -> None:
     try:
         if p["snapshot"] is not None:
             saved = snapshot.read(p["snapshot"])
+            strict.check_snapshot(saved)
             p["nodes"], p["node_maintenances"] = saved.get("Node", []), saved.get("NodeMaintenance", [])
             configs = [
                 c
@@ -420,15 +430,25 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     offline = p["nodes"] is not None and p["node_maintenances"] is not None
+    if (p["nodes"] is None) != (p["node_maintenances"] is None):
+        given, missing = ("nodes", "node_maintenances") if p["nodes"] is not None else ("node_maintenances", "nodes")
+        module.fail_json(
+            msg=f"{given} without {missing}: an offline plan needs both (give {missing}: [] when there are none), "
+            "or a snapshot; a plan against the cluster takes neither."
+        )
     try:
         node_objs = as_items(p["nodes"], "nodes") if p["nodes"] is not None else None
         nm_objs = as_items(p["node_maintenances"], "node_maintenances") if p["node_maintenances"] is not None else None
+        for index, obj in enumerate(nm_objs or []):
+            if isinstance(obj, dict):
+                strict.check_spec("NodeMaintenance", obj.get("spec"), f"node_maintenances[{index}].spec")
         config_spec: dict[str, Any] | None = None
         if p["config"] is not None:
+            # by option name: the validated options hold each alias used too (maxParallelOperations, ...)
             config_spec = {
-                CONFIG_FIELDS[option]: number_or_percent(value)
-                for option, value in p["config"].items()
-                if value is not None
+                field: number_or_percent(p["config"][option])
+                for option, field in CONFIG_FIELDS.items()
+                if p["config"].get(option) is not None
             }
             if config_source == "built-in defaults":
                 config_source = "the config option"

@@ -295,6 +295,7 @@ rereads:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import strict
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
@@ -345,6 +346,7 @@ def _from_snapshot(params: dict[str, Any]) -> None:
         if params[option]:
             raise HealthInputError(f"snapshot and {option} are mutually exclusive: the snapshot holds the objects.")
     saved = snapshot.read(params["snapshot"])
+    strict.check_snapshot(saved)
     checks = saved.get("NodeHealthCheck", [])
     nhc: dict[str, Any] = {}
     if params["spec"] is None:
@@ -402,6 +404,8 @@ def main() -> None:
     try:
         if params["snapshot"] is not None:
             _from_snapshot(params)
+        elif params["spec"] is not None:
+            strict.check_spec("NodeHealthCheck", params["spec"])
         if params["nodes"] is not None:
             if params["spec"] is None:
                 module.fail_json(msg="nodes (offline mode) needs spec: the NodeHealthCheck spec as data.")

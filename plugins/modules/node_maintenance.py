@@ -40,11 +40,11 @@ attributes:
     support: none
 options:
   name:
-    description: The node, or a list of nodes.
+    description: The node, or a list of nodes (C(spec.nodeName) of each object).
     type: list
     elements: str
     required: true
-    aliases: [node]
+    aliases: [node, nodeName]
   state:
     description:
       - V(present) requests maintenance; V(absent) releases it.
@@ -140,6 +140,7 @@ overrides:
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import strict
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
     ReconcileOptions,
@@ -162,7 +163,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_opti
 from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import request_options
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "name": {"type": "list", "elements": "str", "required": True, "aliases": ["node"]},
+    "name": {"type": "list", "elements": "str", "required": True, "aliases": ["node", "nodeName"]},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     **request_options(),
     "wait": {"type": "bool", "default": False},
@@ -178,6 +179,8 @@ def main() -> None:
     nodes = list(dict.fromkeys(p["name"]))
     try:
         spec, overrides = for_engine(nm_spec(p), p["engine"])
+        for node in nodes:  # the whole object's spec, as the API server will check it
+            strict.check_spec("NodeMaintenance", {**spec, "requestorID": p["requestor"], "nodeName": node})
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     for sentence in overrides:

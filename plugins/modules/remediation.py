@@ -27,8 +27,9 @@ description:
     the object is deleted (by M(nodeops.maintenance.node_health) once the node is healthy) the taints and the finalizer
     go.
   - Nothing is tainted, deleted or marked rebooted for a node whose agent has not shown it can fence the node; the
-    node must carry C(is-reboot-capable.self-node-remediation.medik8s.io=true) (published by the node agent of this
-    collection, or the medik8s agent). Without it the object gets C(Processing=False) with reason
+    node must carry the annotation C(is-reboot-capable.self-node-remediation.medik8s.io) with the value C("true") (an
+    annotation, not a label; a label of that name is ignored), which the node agent of this collection (or the medik8s
+    agent) writes on its own Node. Without it the object gets C(Processing=False) with reason
     C(NodeNotRebootCapable), a Warning event C(RemediationCannotStart), and the result says why; however long the
     run waits, no pod is deleted. This is checked before every step, so a node that stops being capable is held.
     A published C(self-node-remediation.medik8s.io/watchdog-timeout) that is not a number of seconds makes the node
@@ -310,6 +311,7 @@ waiting:
 import time
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import strict
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import parse_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
@@ -341,7 +343,12 @@ def _offline(module: K8sModule, params: dict[str, Any]) -> None:
             if given:
                 module.fail_json(msg=f"snapshot and {given[0]} are mutually exclusive: the snapshot holds the objects.")
             saved = snapshot.read(params["snapshot"])
+            strict.check_snapshot(saved)
             params.update({option: saved.get(kind, []) for option, kind in OFFLINE_KINDS.items()})
+        else:
+            for option in ("remediations", "configs", "node_maintenances"):
+                for index, obj in enumerate(params[option] or []):
+                    strict.check_spec(OFFLINE_KINDS[option], obj.get("spec"), f"{option}[{index}].spec")
         if not params["kubernetes_version"]:
             module.fail_json(
                 msg="kubernetes_version is required offline (the cluster's gitVersion, such as v1.30.2): the "

@@ -580,12 +580,18 @@ def _impossible_condition_time() -> list[dict[str, Any]]:
             "remediations[0].metadata.creationTimestamp: '9999-12-31T23:59:59-01:00' is outside the years 0001 to 9999",
         ),
         ({"nodes": [{}]}, "nodes[0]: metadata.name is missing"),
-        ({"selector": {"matchLabels": {"health-test": 1}}}, "spec.selector.matchLabels.health-test: 1 is not a string"),
+        (
+            {"selector": {"matchLabels": {"health-test": 1}}},
+            "spec.selector.matchLabels.health-test: must be a string, not the number 1",
+        ),
         (
             {"selector": {"matchExpressions": [{"key": "health-test", "operator": "In", "values": [1]}]}},
-            "spec.selector.matchExpressions[0].values[0]: 1 is not a string",
+            "spec.selector.matchExpressions[0].values[0]: must be a string, not the number 1",
         ),
-        ({"minHealthy": "\uff150%"}, "spec.minHealthy: '\uff150%' is not an integer or a whole percentage"),
+        (
+            {"minHealthy": "\uff150%"},
+            'spec.minHealthy: the string "\uff150%" is refused: minHealthy must be a number of 0 or more',
+        ),
         (
             {
                 "node_maintenances": [

@@ -6,7 +6,8 @@
   ``core/remediation/`` never import each other, and the shared modules at the top import only ``node``.
 - ``k8s/`` talks to the API: the standard library, ``core/node/errors`` and ``core/node/rfc3339`` (the times of
   Leases and events), its own modules, the official ``kubernetes`` package (only where it is the fallback
-  loader) and, in ``k8s/module.py`` only, ``ansible.module_utils``.
+  loader) and, in ``k8s/module.py`` only (the edge where options arrive), ``ansible.module_utils`` and
+  ``core/strict`` (the names of unknown options).
 - ``engines/`` act: the standard library, ``core/``, ``k8s/`` and each other; never Ansible.
 - The files the node_agent role ships to nodes import nothing outside that set.
 """
@@ -162,7 +163,7 @@ def test_k8s_imports_only_core_errors_times_and_the_client_libraries(path: Path)
             layer in ("k8s", "future", "kubernetes", "urllib3", "yaml")
             or layer.startswith("stdlib:")
             or module in (f"{PREFIX}.core.node.errors", f"{PREFIX}.core.node.rfc3339")
-            or (layer == "ansible" and path.name == "module.py")
+            or (path.name == "module.py" and (layer == "ansible" or module == f"{PREFIX}.core.strict"))
         )
         if not allowed:
             wrong.append(f"{path.name}:{line} imports {module}")

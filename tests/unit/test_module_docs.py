@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from ansible.module_utils import basic
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.crd_schemas import SCHEMAS
 from support.ansible_cli import BIN, clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,12 +109,22 @@ RETIRED = {
 }
 
 
-def names(options: dict[str, Any]) -> set[str]:
+def names(options: dict[str, Any], aliases: bool = True) -> set[str]:
     out: set[str] = set()
     for name, spec in options.items():
-        out |= {name, *(spec.get("aliases") or [])}
-        out |= names(spec.get("options") or {})
+        out |= {name, *((spec.get("aliases") or []) if aliases else [])}
+        out |= names(spec.get("options") or {}, aliases)
     return out
+
+
+def crd_field_names(node: Any) -> set[str]:
+    """Every field name of the CRDs in the collection."""
+    if isinstance(node, dict):
+        found = set(node.get("properties") or {})
+        return found.union(*(crd_field_names(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(crd_field_names(item) for item in node))
+    return set()
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -121,7 +132,10 @@ def test_the_option_names_follow_the_scheme(name: str, monkeypatch: pytest.Monke
     spec = argument_spec(name, monkeypatch)
     every = names(spec)
     assert not every & RETIRED, f"{name}: {sorted(every & RETIRED)}"
-    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", option) for option in every), f"{name}: not snake_case"
+    snake = {option for option in every if re.fullmatch(r"[a-z][a-z0-9_]*", option)}
+    assert names(spec, aliases=False) <= snake, f"{name}: not snake_case"
+    # an alias in camelCase is the CRD's name of the field the option mirrors, so a spec copied from an object works
+    assert every - snake <= crd_field_names(SCHEMAS), f"{name}: camelCase aliases that are no CRD field"
     # a list of node names is never called nodes: nodes are Node objects
     if "nodes" in spec:
         assert spec["nodes"].get("elements") != "str", f"{name}: nodes holds Node objects, node_names their names"

@@ -368,8 +368,13 @@ def test_a_refused_remediation_read_fails_closed(
             30,
             "the node published not reboot-capable",
         )
-        status = node.status() or {}
-        assert status["remediation_read_failures"].get("forbidden", 0) >= 1 and not status["fenced"]
+        # the status file is written once a loop: it may lag the annotation by one loop
+        status = wait_for(
+            lambda: (s := node.status()) and s["remediation_read_failures"].get("forbidden", 0) >= 1 and s,
+            30,
+            "the refused read counted in the status",
+        )
+        assert not status["fenced"], status
         assert 'nodeops_agent_remediation_read_failures_total{reason="forbidden"}' in node.metrics()
         # a remediation is created; the node cannot see it, its peer can
         cut = time.time()

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ..core.node.errors import NodeopsError
+from ..core.strict import option_hints
 from .client import AUTH_ARG_SPEC, Client
 from .errors import K8sError
 
@@ -45,11 +46,24 @@ class K8sModule(AnsibleModule):
     def __init__(self, argument_spec: dict[str, Any], pool_size: int = 10, **kwargs: Any) -> None:
         spec = auth_argument_spec()
         spec.update(argument_spec)
+        self._checking_options = True
         super().__init__(argument_spec=spec, **kwargs)
+        self._checking_options = False
         self._pool_size = pool_size
         self._client: Client | None = None
         # An inline kubeconfig carries credentials: keep them out of the result's invocation.
         self.no_log_values.update(kubeconfig_secrets(self.params.get("kubeconfig")))
+
+    def fail_json(self, msg: Any, **kwargs: Any) -> NoReturn:
+        """AnsibleModule's failure. While the options are checked, an unknown one is named first, with the known
+        one it most likely stands for: Ansible's own message lists every option but guesses none, and may name
+        only what the typo left missing ("one of the following is required: ...")."""
+        if isinstance(msg, str) and getattr(self, "_checking_options", False):
+            hints = option_hints(getattr(self, "argument_spec", {}), getattr(self, "params", None) or {})
+            if hints:
+                msg = " ".join(hints) + " " + msg
+        super().fail_json(msg=msg, **kwargs)
+        raise SystemExit(1)  # not reached: fail_json exits
 
     def set_pool_size(self, size: int) -> None:
         """Connections of the client, for modules that learn their parallelism from their options."""
@@ -72,7 +86,6 @@ class K8sModule(AnsibleModule):
 
     def fail_k8s(self, exc: K8sError, **extra: Any) -> NoReturn:
         self.fail_json(msg=exc.msg, error=exc.to_result(), **extra)
-        raise SystemExit(1)  # not reached: fail_json exits
 
     def fail_error(self, exc: NodeopsError, **extra: Any) -> NoReturn:
         """A clean failure for any error of the collection: a K8sError as fail_k8s reports it (with its reason
@@ -81,4 +94,3 @@ class K8sModule(AnsibleModule):
         if isinstance(exc, K8sError):
             self.fail_k8s(exc, **extra)
         self.fail_json(msg=str(exc), **extra)
-        raise SystemExit(1)  # not reached: fail_json exits
