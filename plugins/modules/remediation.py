@@ -20,7 +20,8 @@ description:
     filter). The phase becomes C(Pre-Reboot-Completed).
   - Nothing is recovered before that time. Then (C(Reboot-Completed)) the strategy runs. C(ResourceDeletion)
     force-deletes the node's pods and deletes its VolumeAttachments. C(OutOfServiceTaint) adds
-    C(node.kubernetes.io/out-of-service=nodeshutdown:NoExecute), waits until no pod remains on the node and deletes the
+    C(node.kubernetes.io/out-of-service=nodeshutdown:NoExecute), waits until no pod of the node is terminating or
+    about to be evicted by the taint (a pod that tolerates it stays and does not hold the remediation), deletes the
     VolumeAttachments left, and removes the taint once the node is Ready again. C(Automatic) is C(OutOfServiceTaint) on
     Kubernetes 1.28 or newer, else C(ResourceDeletion).
   - When done the phase is C(Fencing-Completed) with C(Succeeded=True) (reason C(RemediationFinishedSuccessfully)). When
@@ -50,7 +51,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: In check mode the next step of each object is planned and reported; nothing is written.
+    details: In check mode each object goes through the steps the run would take now, up to its first wait, against
+      the objects held in memory (read from the cluster once); the result is what the run would write (phase,
+      conditions, taints, deletions, events) and nothing is written. Offline mode is the same run on the objects
+      given.
   diff_mode:
     support: none
 options:
@@ -269,9 +273,21 @@ remediations:
       type: list
       elements: str
     events:
-      description: Events recorded (or that would be).
+      description: Events recorded (or that would be), each with C(type), C(reason), C(message) and C(on), the kind
+        of object it is recorded on (C(SelfNodeRemediation) or C(Node)). The reasons are those of medik8s Self Node
+        Remediation (C(RemediationStarted), C(AddFinalizer), C(AddNoScheduleTaint), C(UpdateTimeAssumedRebooted),
+        C(NodeReboot), C(AddOutOfService), C(DeleteResources), C(RemoveOutOfService), C(RemoveNoScheduleTaint),
+        C(RemoveFinalizer), C(RemediationFinished), C(OutOfServiceTimestampExpired), ...).
       type: list
       elements: dict
+    conditions:
+      description: The object's status conditions after the run (or as the run would leave them).
+      type: list
+      elements: dict
+    taints:
+      description: The node's taint keys after the run (or as the run would leave them).
+      type: list
+      elements: str
     steps:
       description: The steps taken, in order.
       type: list
@@ -314,7 +330,6 @@ from typing import Any
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core import strict
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import parse_time
-from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import under_maintenance
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import (
     Outcome,
     RemediationManager,
@@ -336,7 +351,7 @@ OFFLINE_KINDS = {
 
 
 def _offline(module: K8sModule, params: dict[str, Any]) -> None:
-    """The offline what-if: every object's next step from data (options or snapshot files); exits."""
+    """The offline what-if: the run on the objects given as data (options or snapshot files); exits."""
     try:
         if params["snapshot"] is not None:
             given = [option for option in OFFLINE_KINDS if params[option]]
@@ -363,7 +378,7 @@ def _offline(module: K8sModule, params: dict[str, Any]) -> None:
             params["configs"] or [],
             params["kubernetes_version"],
             now,
-            under_maintenance(params["node_maintenances"] or []),
+            params["node_maintenances"] or [],
             params["watchdog_timeout"],
             params["config_namespace"],
         )

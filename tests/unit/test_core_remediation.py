@@ -91,7 +91,13 @@ def test_first_step_taints_adds_the_finalizer_and_records_the_safe_time() -> Non
     conditions = {c["type"]: (c["status"], c["reason"]) for c in step.status["conditions"]}
     assert conditions == {"Processing": ("True", "RemediationStarted"), "Succeeded": ("Unknown", "RemediationStarted")}
     assert step.wait_until == T0 + SAFE
-    assert [e[1] for e in step.events] == ["RemediationStarted"]
+    assert [(e.reason, e.on) for e in step.events] == [
+        ("RemediationStarted", "SelfNodeRemediation"),
+        ("AddFinalizer", "SelfNodeRemediation"),
+        ("AddNoScheduleTaint", "Node"),
+        ("UpdateTimeAssumedRebooted", "SelfNodeRemediation"),
+        ("NodeReboot", "Node"),
+    ]
 
 
 @given(
@@ -200,6 +206,32 @@ def test_out_of_service_taint_flow() -> None:
     assert removed.taints_to_remove == [OUT_OF_SERVICE_TAINT_KEY]
 
 
+def test_a_pod_that_tolerates_the_out_of_service_taint_does_not_hold_the_remediation() -> None:
+    """As upstream: with OutOfServiceTaint the wait is for terminating pods and VolumeAttachments; a pod that
+    tolerates the taint stays on the node and the remediation completes (it waited forever before)."""
+    assumed = T0 + SAFE
+    obj = snr(REBOOT_COMPLETED, assumed)
+    tainted = node(taints=(NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY))
+    key = OUT_OF_SERVICE_TAINT_KEY
+    for toleration in (
+        {"key": key, "operator": "Exists", "effect": "NoExecute"},
+        {"key": key, "operator": "Equal", "value": "nodeshutdown"},
+        {"operator": "Exists"},
+    ):
+        stays = {**POD, "spec": {"tolerations": [toleration]}}
+        done = plan_step(obj, tainted, assumed + 1, SAFE, OOS, pods=[stays])
+        assert done.code == Code.COMPLETED and not done.pods_to_delete, toleration
+        assert done.status is not None and done.status["phase"] == FENCING_COMPLETED
+    for toleration in (
+        {"key": key, "operator": "Equal", "value": "other"},
+        {"key": key, "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "another", "operator": "Exists"},
+    ):
+        evicted = {**POD, "spec": {"tolerations": [toleration]}}
+        waits = plan_step(obj, tainted, assumed + 1, SAFE, OOS, pods=[evicted])
+        assert waits.code == Code.RECOVERING and not waits.writes and waits.wait_until is not None, toleration
+
+
 def test_deleted_object_cleans_up_after_fencing() -> None:
     assumed = T0 + SAFE
     obj = snr(FENCING_COMPLETED, assumed, deleting=True)
@@ -207,7 +239,12 @@ def test_deleted_object_cleans_up_after_fencing() -> None:
     assert step.code == Code.CLEANING_UP
     assert step.taints_to_remove == [OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY]
     assert step.remove_finalizer
-    assert [e[1] for e in step.events] == ["RemediationFinished"]
+    assert [(e.reason, e.on) for e in step.events] == [
+        ("RemoveOutOfService", "Node"),
+        ("RemoveNoScheduleTaint", "Node"),
+        ("RemoveFinalizer", "SelfNodeRemediation"),
+        ("RemediationFinished", "SelfNodeRemediation"),
+    ]
 
 
 def test_deleted_mid_fencing_completes_the_phases_first() -> None:

@@ -23,6 +23,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remedi
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import Resource
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Conflict, NotFound, UIDMismatch
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 UTC = timezone.utc  # noqa: UP017
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=UTC).timestamp()
@@ -639,7 +641,7 @@ def offline(fake: FakeClient, now: float, config_namespace: str | None = None) -
         of("selfnoderemediationconfigs"),
         "v1.36.3",
         now,
-        set(),
+        of("nodemaintenances"),
         None,
         config_namespace,
     )
@@ -673,9 +675,9 @@ def test_offline_reports_what_a_check_mode_pass_reports_at_every_stage() -> None
 )
 def test_offline_input_that_is_not_an_object_is_named(broken: dict[str, Any], message: str) -> None:
     with pytest.raises(engine.RemediationInputError, match=message):
-        engine.offline_outcomes([broken], [], [], [], [], "v1.36.3", T0, set())
+        engine.offline_outcomes([broken], [], [], [], [], "v1.36.3", T0, [])
     with pytest.raises(engine.RemediationInputError, match=r"nodes\[0\]: not a Kubernetes object"):
-        engine.offline_outcomes([], ["w1"], [], [], [], "v1.36.3", T0, set())  # type: ignore[list-item]
+        engine.offline_outcomes([], ["w1"], [], [], [], "v1.36.3", T0, [])  # type: ignore[list-item]
 
 
 def test_a_run_hands_its_wait_back_after_the_given_time_and_the_next_goes_on() -> None:
@@ -747,3 +749,73 @@ def test_the_events_of_earlier_calls_are_not_recorded_again() -> None:
     fresh = RemediationManager(fake, lambda: T0)  # type: ignore[arg-type]
     fresh.run("ops", None, wait_timeout=0)  # a new task records it again
     assert len([w for w in fake.writes if w[:2] == ("event", "RemediationSkipped")]) == 2
+
+
+TOLERATES_OUT_OF_SERVICE = [{"key": OUT_OF_SERVICE_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}]
+
+
+@st.composite
+def cluster_states(draw: st.DrawFn) -> tuple[list[tuple[str, dict[str, Any]]], float]:
+    """A SelfNodeRemediation at any phase, deleted or not, on a node that is capable or not, tainted or not, with
+    pods (terminating, tolerating the out-of-service taint, or neither) and VolumeAttachments; and a moment."""
+    states = objects()
+    node, snr = states[0][1], states[3][1]
+    phase = draw(st.sampled_from([None, *PHASES]))
+    strategy = draw(st.sampled_from(["ResourceDeletion", "OutOfServiceTaint", "Automatic"]))
+    snr["spec"]["remediationStrategy"] = strategy
+    if phase is not None:
+        snr["status"] = {"phase": phase}
+        if draw(st.booleans()):
+            snr["status"]["timeAssumedRebooted"] = "2026-01-02T03:02:10Z"
+    if draw(st.booleans()):
+        snr["metadata"]["finalizers"] = [FINALIZER]
+        if draw(st.booleans()):
+            snr["metadata"]["deletionTimestamp"] = "2026-01-02T03:00:00Z"
+    if not draw(st.booleans()):
+        node["metadata"]["annotations"]["is-reboot-capable.self-node-remediation.medik8s.io"] = "false"
+    taints = draw(st.sets(st.sampled_from([NO_SCHEDULE_TAINT_KEY, OUT_OF_SERVICE_TAINT_KEY])))
+    node["spec"]["taints"] = [{"key": k, "effect": "NoSchedule"} for k in sorted(taints)]
+    if draw(st.booleans()):
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    states = [s for s in states if s[0] not in ("pods", "volumeattachments")]
+    for index in range(draw(st.integers(0, 3))):
+        pod: dict[str, Any] = {
+            "metadata": {"name": f"p{index}", "namespace": "app", "uid": f"u-p{index}"},
+            "spec": {"nodeName": draw(st.sampled_from(["w1", "w2"]))},
+        }
+        if draw(st.booleans()):
+            pod["metadata"]["deletionTimestamp"] = "2026-01-02T03:00:00Z"
+        if draw(st.booleans()):
+            pod["spec"]["tolerations"] = TOLERATES_OUT_OF_SERVICE
+        states.append(("pods", pod))
+    for index in range(draw(st.integers(0, 2))):
+        states.append(
+            (
+                "volumeattachments",
+                {"metadata": {"name": f"va{index}", "uid": f"va-u{index}"}, "spec": {"nodeName": "w1"}},
+            )
+        )
+    if draw(st.booleans()):
+        states = [s for s in states if not (s[0] == "nodes" and s[1]["metadata"]["name"] == "w1")]
+    return states, T0 + draw(st.sampled_from([0, 129, 130, 200, 400]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(cluster_states())
+def test_offline_and_check_mode_report_what_the_live_run_does(
+    state: tuple[list[tuple[str, dict[str, Any]]], float],
+) -> None:
+    """For any state, the offline what-if over the objects and a check-mode run over the cluster report, field for
+    field, what a live run at that moment then does (its phase, conditions, taints, deletions and events), and
+    the check-mode run writes nothing."""
+    objs, now = state
+    live_cluster = FakeClient(copy.deepcopy(objs))
+    checked_cluster = FakeClient(copy.deepcopy(objs))
+    expected_offline = offline(FakeClient(copy.deepcopy(objs)), now)
+    checked = RemediationManager(checked_cluster, lambda: now, check_mode=True)  # type: ignore[arg-type]
+    checked_outcomes = [o.as_dict() for o in checked.run("ops", None, wait_timeout=0)]
+    manager = RemediationManager(live_cluster, lambda: now)  # type: ignore[arg-type]
+    live = [o.as_dict() for o in manager.run("ops", None, wait_timeout=0)]
+    assert checked_cluster.writes == []
+    assert checked_outcomes == live
+    assert expected_offline == live

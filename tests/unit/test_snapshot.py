@@ -80,7 +80,9 @@ def test_remediation_offline_from_a_snapshot_or_options(tmp_path: Path) -> None:
     from_options = run_module("remediation", {**options, **common})
     assert from_file.result["remediations"] == from_options.result["remediations"]
     [one] = from_file.result["remediations"]
-    assert (one["code"], one["strategy"], one["seconds_to_safe_time"]) == ("Fencing", "ResourceDeletion", 130.0)
+    # as the run would leave it now: fenced, waiting for the safe time
+    assert (one["code"], one["strategy"], one["seconds_to_safe_time"]) == ("WaitingSafeTime", "ResourceDeletion", 130.0)
+    assert (one["phase"], one["taints"]) == ("Pre-Reboot-Completed", ["remediation.medik8s.io/self-node-remediation"])
     assert from_file.result["changed"] is False
     missing = run_module("remediation", {"snapshot": [saved]})
     assert missing.failed and "kubernetes_version is required offline" in missing.result["msg"]

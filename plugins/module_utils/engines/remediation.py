@@ -13,7 +13,9 @@ the phase never moves back and ``timeAssumedRebooted`` is never set again. Event
 writes went through. The safe time is computed once per object, when it is first fenced, from the
 SelfNodeRemediationConfig, the worker count and the node's watchdog-timeout annotation
 (core/node/safetime.py), and kept in ``status.timeAssumedRebooted``, so a run killed at any point
-continues from the object. In check mode one step per object is planned and nothing is written.
+continues from the object. In check mode (and offline, on objects given as data) the run is the same, against
+objects held in memory (k8s/memory.py): each object goes through the steps a run would take now, up to the
+first wait, and the result is what the run would write; nothing reaches the cluster.
 
 Pods are force-deleted with the UID they were listed with as a precondition: a pod deleted meanwhile,
 or replaced by a new pod of the same name (maybe on a healthy node, maybe by another run), is reported
@@ -35,9 +37,11 @@ from ..core.node.rfc3339 import format_time
 from ..core.node.safetime import SafeTime, safe_time, watchdog_seconds
 from ..core.remediation.steps import (
     FINALIZER,
+    ON_NODE,
     REBOOT_COMPLETED,
     Code,
     Step,
+    event_dict,
     phase_of,
     plan_step,
     published_watchdog_timeout,
@@ -52,9 +56,11 @@ from ..k8s.client import (
     SELF_NODE_REMEDIATIONS,
     VOLUME_ATTACHMENTS,
     Client,
+    Resource,
 )
 from ..k8s.errors import OBJECT_GONE, Conflict, MissingResourceType, NotFound
 from ..k8s.lease import GuardedClient, Lease, default_identity, lease_name
+from ..k8s.memory import MemoryClient
 from .health import under_maintenance
 
 CONFIG_NAME = "self-node-remediation-config"
@@ -128,14 +134,15 @@ def offline_outcomes(
     configs: list[dict[str, Any]],
     git_version: str,
     now: float | None,
-    maintenance: set[str],
+    node_maintenances: list[dict[str, Any]],
     watchdog_timeout: float | None = None,
     config_namespace: str | None = None,
 ) -> tuple[list[Outcome], list[str]]:
-    """What a check-mode pass reports, from objects given as data: for each SelfNodeRemediation its next step,
-    the strategy that runs and the safe time (the wait it would start, or the one in its status). The objects
-    outside ``config_namespace`` (when set) are ignored, as a live pass ignores them: (outcomes, ignored).
-    ``now``: seconds since the epoch; None reads the clock."""
+    """What a check-mode run reports, from objects given as data: the same run, on the objects held in memory,
+    for each SelfNodeRemediation the steps it would take now (up to the first wait), with the phase, conditions,
+    taints and events it would write, the strategy that runs and the safe time. The objects outside
+    ``config_namespace`` (when set) are ignored, as a live run ignores them: (outcomes, ignored). ``now``:
+    seconds since the epoch; None reads the clock."""
     if now is None:
         now = time.time()
     for index, snr in enumerate(remediations):
@@ -144,61 +151,37 @@ def offline_outcomes(
             raise RemediationInputError(f"remediations[{index}]: not a SelfNodeRemediation (no metadata.name).")
         if not isinstance(snr.get("spec") or {}, Mapping) or not isinstance(snr.get("status") or {}, Mapping):
             raise RemediationInputError(f"remediations[{index}] ({meta['name']}): spec and status must be mappings.")
-    for kind, objs in (("nodes", nodes), ("pods", pods), ("volume_attachments", attachments), ("configs", configs)):
+    for kind, objs in (
+        ("nodes", nodes),
+        ("pods", pods),
+        ("volume_attachments", attachments),
+        ("configs", configs),
+        ("node_maintenances", node_maintenances),
+    ):
         for index, obj in enumerate(objs):
             if not isinstance(obj, Mapping) or not isinstance(obj.get("metadata") or {}, Mapping):
                 raise RemediationInputError(f"{kind}[{index}]: not a Kubernetes object (a mapping with metadata).")
             if not isinstance(obj.get("spec") or {}, Mapping):
                 raise RemediationInputError(f"{kind}[{index}]: spec must be a mapping.")
-    by_name = {str((n.get("metadata") or {}).get("name")): n for n in nodes}
-    workers = sum(1 for n in nodes if WORKER_LABEL in ((n.get("metadata") or {}).get("labels") or {}))
-    config_by_ns = {
-        str((c.get("metadata") or {}).get("namespace") or ""): c
-        for c in configs
-        if (c.get("metadata") or {}).get("name") == CONFIG_NAME
-    }
-    outcomes: list[Outcome] = []
-    ignored: list[str] = []
-    for snr in sorted(remediations, key=lambda r: (r["metadata"].get("namespace", ""), r["metadata"]["name"])):
-        meta = snr["metadata"]
-        namespace, name, node_name = str(meta.get("namespace", "")), str(meta["name"]), snr_node(snr)
-        if config_namespace and namespace != config_namespace:
-            ignored.append(f"{namespace}/{name}")
-            continue
-        node = by_name.get(node_name)
-        on_node = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node_name] if node else []
-        its = [a for a in attachments if (a.get("spec") or {}).get("nodeName") == node_name] if node else []
-        if phase_of(snr) != REBOOT_COMPLETED:
-            on_node, its = [], []  # a live pass lists them only once the node is assumed rebooted
-        step, strategy, computed = decide_step(
-            snr,
-            node,
-            config_by_ns.get(config_namespace or namespace),
-            workers,
-            git_version,
-            now,
-            node_name in maintenance,
-            on_node,
-            its,
-            watchdog_timeout,
-        )
-        outcome = Outcome(namespace, name, node_name, phase_before=phase_of(snr), strategy=strategy)
-        if computed is not None:
-            outcome.safe_time = computed.as_dict()
-        outcome.code, outcome.reason, outcome.wait_until = step.code, step.reason, step.wait_until
-        outcome.steps.append(step.as_dict())
-        outcome.events = [{"type": t, "reason": r, "message": m} for t, r, m in step.events]
-        status = snr.get("status") or {}
-        outcome.time_assumed_rebooted = status.get("timeAssumedRebooted")
-        outcome.phase = str(status.get("phase") or "")
-        if step.writes:  # reported as a check-mode pass reports it
-            outcome.changed = True
-            RemediationManager._record(step, outcome)
-            outcome.phase = phase_of(snr)
-            outcome.time_assumed_rebooted = outcome.time_assumed_rebooted or outcome.steps[-1].get("wait_until")
-        outcome.seconds_to_safe_time = seconds_until(outcome.time_assumed_rebooted, now)
-        outcomes.append(outcome)
-    return outcomes, ignored
+    given: list[tuple[Resource, Mapping[str, Any]]] = [
+        *((SELF_NODE_REMEDIATIONS, o) for o in remediations),
+        *((NODES, o) for o in nodes),
+        *((PODS, o) for o in pods),
+        *((VOLUME_ATTACHMENTS, o) for o in attachments),
+        *((SELF_NODE_REMEDIATION_CONFIGS, o) for o in configs),
+        *((NODE_MAINTENANCES, o) for o in node_maintenances),
+    ]
+    clock = now
+    memory = MemoryClient(given, git_version=git_version, now=lambda: clock)
+    manager = RemediationManager(
+        memory,  # type: ignore[arg-type]  # the subset of Client a run uses
+        now=lambda: clock,
+        check_mode=True,
+        config_namespace=config_namespace,
+        watchdog_timeout=watchdog_timeout,
+    )
+    outcomes = manager.run(None, None, 0.0)
+    return outcomes, sorted(manager.ignored)
 
 
 class RemediationInputError(NodeopsError, ValueError):
@@ -232,6 +215,8 @@ class Outcome:
     taints_added: list[str] = field(default_factory=list)
     taints_removed: list[str] = field(default_factory=list)
     events: list[dict[str, str]] = field(default_factory=list)
+    conditions: list[dict[str, Any]] = field(default_factory=list)  # the object's, after the run
+    taints: list[str] = field(default_factory=list)  # the node's taint keys, after the run
     steps: list[dict[str, Any]] = field(default_factory=list)
     rereads: int = 0  # Conflicts met: each one a re-read and a new decision, the stale step dropped
     seconds_to_safe_time: float | None = None  # from the run's end to timeAssumedRebooted (0 once passed)
@@ -256,6 +241,8 @@ class Outcome:
             "taints_added": self.taints_added,
             "taints_removed": self.taints_removed,
             "events": self.events,
+            "conditions": self.conditions,
+            "taints": self.taints,
             "steps": self.steps,
             "rereads": self.rereads,
             "seconds_to_safe_time": self.seconds_to_safe_time,
@@ -282,8 +269,9 @@ class RemediationManager:
         config_namespace: str | None = None,
         watchdog_timeout: float | None = None,
     ) -> None:
-        self.client = client
-        self.writer = client  # the client for writes: guarded by the node's Lease while a run acts on it
+        # In check mode the run reads through to the cluster and writes to memory only (k8s/memory.py).
+        self.client = cast(Client, MemoryClient(base=client, now=now)) if check_mode else client
+        self.writer = self.client  # the client for writes: guarded by the node's Lease while a run acts on it
         self.identity = default_identity()
         self.now = now  # the clock, in seconds since the epoch
         self.check_mode = check_mode
@@ -388,14 +376,12 @@ class RemediationManager:
         outcome = Outcome(namespace, name, node_name, phase_before=phase_of(snr))
         config = self.config(namespace)
         steps = 0
+        node: dict[str, Any] | None = None
         while steps < MAX_STEPS:
             node = self._node(node_name)
             step = self._plan(snr, node_name, node, config, outcome)
-            if not step.writes or self.check_mode:
-                self._took(snr, step, outcome)
-                if step.writes:  # check mode: what would be written
-                    outcome.changed = True
-                    self._record(step, outcome)
+            if not step.writes:
+                self._took(snr, node, step, outcome)
                 break
             try:
                 updated = self._apply(snr, node, step, outcome)
@@ -420,19 +406,17 @@ class RemediationManager:
                 continue
             steps += 1
             outcome.changed = True
-            self._took(snr, step, outcome)
+            self._took(snr, node, step, outcome)
             if updated is None:  # the object is gone
                 outcome.phase = "Deleted"
+                outcome.taints = _taint_keys(self._node(node_name))
                 return outcome
             snr = updated
         status = snr.get("status") or {}
         outcome.phase = outcome.phase or str(status.get("phase") or "")
-        if self.check_mode and outcome.steps and outcome.changed:
-            last = outcome.steps[-1]
-            outcome.phase = outcome.phase or phase_of(snr)
-            outcome.time_assumed_rebooted = status.get("timeAssumedRebooted") or last.get("wait_until")
-        else:
-            outcome.time_assumed_rebooted = status.get("timeAssumedRebooted")
+        outcome.time_assumed_rebooted = status.get("timeAssumedRebooted")
+        outcome.conditions = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+        outcome.taints = _taint_keys(node)
         outcome.seconds_to_safe_time = seconds_until(outcome.time_assumed_rebooted, self.now())
         return outcome
 
@@ -475,11 +459,11 @@ class RemediationManager:
             outcome.safe_time = computed.as_dict()
         return step
 
-    def _took(self, snr: Mapping[str, Any], step: Step, outcome: Outcome) -> None:
+    def _took(self, snr: Mapping[str, Any], node: Mapping[str, Any] | None, step: Step, outcome: Outcome) -> None:
         """Report ``step`` as taken (its writes, if any, went through) and record its events."""
         outcome.code, outcome.reason, outcome.wait_until = step.code, step.reason, step.wait_until
         outcome.steps.append(step.as_dict())
-        self._events(snr, step, outcome)
+        self._events(snr, node, step, outcome)
 
     def _node(self, name: str) -> dict[str, Any] | None:
         try:
@@ -487,26 +471,20 @@ class RemediationManager:
         except NotFound:
             return None
 
-    def _events(self, snr: Mapping[str, Any], step: Step, outcome: Outcome) -> None:
-        for etype, reason, message in step.events:
-            if reason == "RemediationSkipped" and any(e["reason"] == reason for e in outcome.events):
+    def _events(self, snr: Mapping[str, Any], node: Mapping[str, Any] | None, step: Step, outcome: Outcome) -> None:
+        """Record the step's events on the object or its Node (as upstream records each), each once per run."""
+        for event in step.events:
+            if event.reason == "RemediationSkipped" and any(e["reason"] == event.reason for e in outcome.events):
                 continue
-            outcome.events.append({"type": etype, "reason": reason, "message": message})
-            once = (outcome.namespace, outcome.name, reason, message)
+            outcome.events.append(event_dict(event))
+            once = (outcome.namespace, outcome.name, event.reason, event.message)
             if once in self._emitted:  # a later pass of this run decided the same again: one event is enough
                 continue
-            if self.emit_events and not self.check_mode:
+            involved = {"apiVersion": "v1", "kind": "Node", **node} if event.on == ON_NODE and node else dict(snr)
+            if self.emit_events:  # in check mode the writer holds them in memory
                 with contextlib.suppress(NotFound):
-                    self.writer.create_event(dict(snr), reason, message, etype)
+                    self.writer.create_event(involved, event.reason, event.message, event.type)
                 self._emitted.add(once)
-
-    @staticmethod
-    def _record(step: Step, outcome: Outcome) -> None:
-        """Check mode: what the step would write."""
-        outcome.pods_deleted += [f"{ns}/{n}" for ns, n, _uid in step.pods_to_delete]
-        outcome.attachments_deleted += [name for name, _uid in step.attachments_to_delete]
-        outcome.taints_added += [t["key"] for t in step.taints_to_add]
-        outcome.taints_removed += list(step.taints_to_remove)
 
     def _apply(
         self, snr: dict[str, Any], node: dict[str, Any] | None, step: Step, outcome: Outcome
@@ -660,6 +638,10 @@ def merge_outcomes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[
 
 def _merge(before: Outcome, after: Outcome) -> Outcome:
     return Outcome(**merge_outcomes(asdict(before), asdict(after)))
+
+
+def _taint_keys(node: Mapping[str, Any] | None) -> list[str]:
+    return [str(t.get("key")) for t in ((node or {}).get("spec") or {}).get("taints") or [] if isinstance(t, Mapping)]
 
 
 def _add_finalizer(obj: dict[str, Any]) -> dict[str, Any]:

@@ -23,12 +23,16 @@ that stops being capable is held where it is). The safe time counts the node's p
 ``self-node-remediation.medik8s.io/watchdog-timeout``.
 
 Ours: nothing at all (no taint, no deletion) for a node under maintenance; ResourceDeletion also
-deletes the node's VolumeAttachments; OutOfServiceTaint force-deletes the pods the taint evicted
-(Terminating ones, as the pod garbage collector does for an out-of-service node) and deletes the
-VolumeAttachments that remain once no pod is left on the node (all only after the safe time); the
-out-of-service taint is removed once the node is Ready again (or the object is deleted), not as soon
-as the pods are gone. A pod to delete is named with the UID it was listed with, and deleted only while
-the pod of that name is still that one: a pod re-created under the same name elsewhere is never deleted.
+deletes the node's VolumeAttachments; OutOfServiceTaint waits, as upstream, for the terminating pods and the
+VolumeAttachments (a pod that tolerates the taint stays and holds nothing), and also for the pods the taint is
+about to evict (so it never completes before the taint took effect); it force-deletes the terminating ones, as
+the pod garbage collector does for an out-of-service node, and deletes the VolumeAttachments that remain once
+none is left (all only after the safe time); the out-of-service taint is removed once the node is Ready again
+(or the object is deleted), not as soon as the pods are gone. The manager records upstream's event reasons,
+and also NodeReboot on the Node when it starts fencing (upstream's agent records it before rebooting; the agent
+here may have no API to record it with). A pod to delete is named with the UID it was listed with, and
+deleted only while the pod of that name is still that one: a pod re-created under the same name elsewhere is
+never deleted.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..node.conditions import set_condition
 from ..node.nodes import node_ready
@@ -69,6 +73,20 @@ REMEDIATION_TIMEOUT_BY_NHC = "RemediationTimeoutByNHC"
 NODE_NOT_FOUND = "RemediationSkippedNodeNotFound"
 NOT_REBOOT_CAPABLE = "NodeNotRebootCapable"
 CONFIGURATION_NOT_FOUND = "ConfigurationNotFound"
+
+
+#: What an event is recorded on: the SelfNodeRemediation or its Node (as upstream records them).
+ON_REMEDIATION = "SelfNodeRemediation"
+ON_NODE = "Node"
+
+
+class Event(NamedTuple):
+    """An event a step records once its writes went through, with upstream's reason where upstream has one."""
+
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+    on: str = ON_REMEDIATION  # ON_REMEDIATION or ON_NODE
 
 
 class Code:
@@ -116,7 +134,7 @@ class Step:
     taints_to_remove: list[str] = field(default_factory=list)  # keys
     remove_finalizer: bool = False
     status: dict[str, Any] | None = None
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    events: list[Event] = field(default_factory=list)
     wait_until: float | None = None  # seconds since the epoch
 
     @property
@@ -142,9 +160,14 @@ class Step:
             "taints_to_remove": list(self.taints_to_remove),
             "remove_finalizer": self.remove_finalizer,
             "status_update": self.status is not None,
-            "events": [{"type": t, "reason": r, "message": m} for t, r, m in self.events],
+            "events": [event_dict(e) for e in self.events],
             "wait_until": format_time(self.wait_until) if self.wait_until is not None else None,
         }
+
+
+def event_dict(event: Event) -> dict[str, str]:
+    """An event as results show it."""
+    return {"type": event.type, "reason": event.reason, "message": event.message, "on": event.on}
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -163,6 +186,24 @@ def _attachment_ref(attachment: Mapping[str, Any]) -> tuple[str, str]:
 
 def _taint_keys(node: Mapping[str, Any]) -> set[str]:
     return {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, Mapping)}
+
+
+def tolerates(pod: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Whether one of the pod's tolerations matches ``taint`` (key, value and effect; an empty key with operator
+    Exists matches every taint, an empty effect every effect), as the taint manager decides."""
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        if not isinstance(toleration, Mapping):
+            continue
+        if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+            continue
+        key = toleration.get("key") or ""
+        if key and key != taint.get("key"):
+            continue
+        if toleration.get("operator") == "Exists":
+            return True
+        if key and (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
 
 
 def reboot_capable(node: Mapping[str, Any]) -> bool:
@@ -242,17 +283,24 @@ class _Case:
         if self.node is not None:
             step.taints_to_remove = [k for k in (OUT_OF_SERVICE_TAINT_KEY, NO_SCHEDULE_TAINT_KEY) if k in self.taints]
         step.remove_finalizer = self.has_finalizer
-        if expired and OUT_OF_SERVICE_TAINT_KEY in self.taints:
+        node = self.node_name or self.name
+        if OUT_OF_SERVICE_TAINT_KEY in step.taints_to_remove:
+            if expired:
+                message = "out-of-service taint removed after its expiry, with pods still on the node"
+                step.events.append(Event("Warning", "OutOfServiceTimestampExpired", message, ON_NODE))
             step.events.append(
-                ("Warning", "OutOfServiceTimestampExpired", "out-of-service taint removed after its expiry")
+                Event("Normal", "RemoveOutOfService", f"out-of-service taint removed from {node}", ON_NODE)
             )
+        if NO_SCHEDULE_TAINT_KEY in step.taints_to_remove:
+            message = f"NoSchedule taint removed from node {node}"
+            step.events.append(Event("Normal", "RemoveNoScheduleTaint", message, ON_NODE))
+        if step.remove_finalizer:
+            step.events.append(Event("Normal", "RemoveFinalizer", "finalizer removed"))
         if step.writes:
-            step.events.append(
-                ("Normal", "RemediationFinished", f"remediation of node {self.node_name or self.name} finished")
-            )
+            step.events.append(Event("Normal", "RemediationFinished", f"remediation of node {node} finished"))
         return step
 
-    def stopped(self, code: str, reason: str, message: str, event: tuple[str, str, str], succeeded: str) -> Step:
+    def stopped(self, code: str, reason: str, message: str, event: Event, succeeded: str) -> Step:
         """A remediation that cannot go on: Processing False, Succeeded ``succeeded``; the event once."""
         status = self.status({"Processing": ("False", reason, message), "Succeeded": (succeeded, reason, message)})
         step = Step(code, message, status=status)
@@ -312,9 +360,11 @@ def plan_step(
     if not assumed_text:  # a phase without the time: never guess, start the wait now
         assumed = assumed_rebooted(now, safe_seconds)
         status = case.status(_PROCESSING, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed))
-        return Step(
+        step = Step(
             Code.FENCING, "timeAssumedRebooted missing: the safe time starts now", status=status, wait_until=assumed
         )
+        step.events.append(_time_assumed_event(assumed))
+        return step
     assumed = parse_time(assumed_text, f"SelfNodeRemediation {case.name}: status.timeAssumedRebooted")
     if case.phase == PRE_REBOOT_COMPLETED:
         return _pre_reboot_completed(case, assumed)
@@ -338,7 +388,7 @@ def _held(case: _Case, under_maintenance: bool, config_found: bool) -> Step | No
         if deleting:
             return case.cleanup(Code.CLEANING_UP, "timed out by the NodeHealthCheck and deleted: cleaning up")
         message = "the NodeHealthCheck timed the remediation out"
-        event = ("Normal", "RemediationStopped", "remediation stopped: timed out by NodeHealthCheck")
+        event = Event("Normal", "RemediationStopped", "remediation stopped: timed out by NodeHealthCheck")
         step = case.stopped(Code.STOPPED, REMEDIATION_TIMEOUT_BY_NHC, message, event, "False")
         step.reason = "timed out by the NodeHealthCheck; stopped"
         return step
@@ -346,7 +396,7 @@ def _held(case: _Case, under_maintenance: bool, config_found: bool) -> Step | No
         if deleting:
             return case.cleanup(Code.CLEANING_UP, "the node is gone; dropping the finalizer")
         message = f"node {case.name} not found"
-        event = ("Warning", "RemediationCannotStart", message)
+        event = Event("Warning", "RemediationCannotStart", message)
         return case.stopped(Code.NODE_NOT_FOUND, NODE_NOT_FOUND, message, event, "False")
     if under_maintenance:
         if deleting and phase in (FENCING_STARTED, FENCING_COMPLETED):
@@ -354,13 +404,13 @@ def _held(case: _Case, under_maintenance: bool, config_found: bool) -> Step | No
         return Step(
             Code.MAINTENANCE,
             f"node {case.node_name} is under maintenance (a NodeMaintenance in progress): nothing is done",
-            events=[("Normal", "RemediationSkipped", f"node {case.node_name} is under maintenance")],
+            events=[Event("Normal", "RemediationSkipped", f"node {case.node_name} is under maintenance")],
         )
     if (_meta(node).get("labels") or {}).get(EXCLUDE_LABEL) == "true" and phase == FENCING_STARTED:
         return Step(
             Code.EXCLUDED,
             f"node {case.node_name} is labelled {EXCLUDE_LABEL}=true: nothing is done",
-            events=[("Normal", "RemediationSkipped", f"node {case.node_name} is excluded from remediation")],
+            events=[Event("Normal", "RemediationSkipped", f"node {case.node_name} is excluded from remediation")],
         )
     because = None if phase == FENCING_COMPLETED or deleting else not_capable_because(node)
     if because is not None:
@@ -369,7 +419,7 @@ def _held(case: _Case, under_maintenance: bool, config_found: bool) -> Step | No
             " reboot the node, so nothing is tainted or deleted; deploy the node agent on it, or check why its"
             " watchdog did not open"
         )
-        event = ("Warning", "RemediationCannotStart", message)
+        event = Event("Warning", "RemediationCannotStart", message)
         step = case.stopped(Code.NOT_REBOOT_CAPABLE, NOT_REBOOT_CAPABLE, message, event, "Unknown")
         step.wait_until = case.now + POLL_SECONDS
         return step
@@ -381,24 +431,36 @@ def _fencing_started(case: _Case) -> Step:
     if case.deleting:
         return case.cleanup(Code.CLEANING_UP, "deleted before fencing started")
     step = Step(Code.FENCING, f"fencing node {case.node_name}: taint, then wait {case.safe_seconds:g}s")
-    step.add_finalizer = not case.has_finalizer
-    if NO_SCHEDULE_TAINT_KEY not in case.taints:
-        step.taints_to_add.append(no_schedule_taint())
+    step.events.append(Event("Normal", "RemediationStarted", f"remediation of node {case.node_name} started"))
+    _keep_fenced(case, step)
     assumed = assumed_rebooted(case.now, case.safe_seconds)
     step.status = case.status(_PROCESSING, phase=PRE_REBOOT_COMPLETED, timeAssumedRebooted=format_time(assumed))
     step.wait_until = assumed
-    step.events.append(
-        ("Normal", "RemediationStarted", f"node {case.node_name} tainted; assumed rebooted at {format_time(assumed)}")
-    )
+    step.events.append(_time_assumed_event(assumed))
+    message = f"node {case.node_name} is expected to fence itself (its agent reboots it) before {format_time(assumed)}"
+    step.events.append(Event("Normal", "NodeReboot", message, ON_NODE))
     return step
+
+
+def _time_assumed_event(assumed: float) -> Event:
+    return Event("Normal", "UpdateTimeAssumedRebooted", f"the node is assumed rebooted at {format_time(assumed)}")
+
+
+def _keep_fenced(case: _Case, step: Step) -> None:
+    """The finalizer on the object (unless it is going) and the NoSchedule taint on the node, with their events."""
+    if not case.has_finalizer and not case.deleting:
+        step.add_finalizer = True
+        step.events.append(Event("Normal", "AddFinalizer", "finalizer added"))
+    if NO_SCHEDULE_TAINT_KEY not in case.taints:
+        step.taints_to_add.append(no_schedule_taint())
+        message = f"NoSchedule taint added to the unhealthy node {case.node_name}"
+        step.events.append(Event("Normal", "AddNoScheduleTaint", message, ON_NODE))
 
 
 def _pre_reboot_completed(case: _Case, assumed: float) -> Step:
     """Keep the taint and wait for the safe time; then the node can be assumed rebooted."""
     step = Step(Code.FENCING, f"fencing node {case.node_name}")
-    if NO_SCHEDULE_TAINT_KEY not in case.taints:
-        step.taints_to_add.append(no_schedule_taint())
-    step.add_finalizer = not case.has_finalizer and not case.deleting
+    _keep_fenced(case, step)
     if case.now < assumed:
         step.code = Code.WAITING_SAFE_TIME
         step.reason = f"waiting until {format_time(assumed)} ({assumed - case.now:.0f}s left)"
@@ -412,7 +474,9 @@ def _pre_reboot_completed(case: _Case, assumed: float) -> Step:
 
 
 def _reboot_completed(case: _Case, assumed: float) -> Step:
-    """Recover the workloads with the strategy; completed when no pod or VolumeAttachment is left."""
+    """Recover the workloads with the strategy: completed when, with ResourceDeletion, no pod or VolumeAttachment
+    of the node is left; with OutOfServiceTaint, no terminating pod and no VolumeAttachment (as upstream: a pod
+    that tolerates the out-of-service taint stays, and does not hold the remediation)."""
     now, node_name, taints = case.now, case.node_name, case.taints
     if now < assumed:  # clock skew between passes: wait again, do nothing
         return Step(Code.WAITING_SAFE_TIME, "before timeAssumedRebooted", wait_until=assumed)
@@ -424,33 +488,43 @@ def _reboot_completed(case: _Case, assumed: float) -> Step:
         step.pods_to_delete = [_pod_ref(p) for p in live]
         step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
         step.reason = f"ResourceDeletion: {len(live)} pod(s), {len(attachments)} VolumeAttachment(s) left"
-        if step.pods_to_delete or step.attachments_to_delete:
-            step.events.append(
-                ("Normal", "DeleteResources", f"deleting the pods and VolumeAttachments of node {node_name}")
-            )
+        left = bool(live or attachments)
     elif case.strategy == OUT_OF_SERVICE_TAINT:
+        # not yet terminating and not tolerating the taint: the taint manager evicts them (waited for, so the
+        # remediation does not complete before the taint took effect); tolerating pods stay and hold nothing
+        evicted = [
+            p for p in live if not _meta(p).get("deletionTimestamp") and not tolerates(p, out_of_service_taint(now))
+        ]
         if OUT_OF_SERVICE_TAINT_KEY not in taints:
             step.taints_to_add.append(out_of_service_taint(now))
-            step.events.append(("Normal", "AddOutOfService", f"node {node_name} tainted out-of-service"))
+            message = f"out-of-service taint added to the unhealthy node {node_name}"
+            step.events.append(Event("Normal", "AddOutOfService", message, ON_NODE))
         else:
             # Pods the taint evicted: finish them now, as the pod garbage collector does for an
             # out-of-service node (without waiting for its 20 s period); the node is fenced.
             step.pods_to_delete = [_pod_ref(p) for p in terminating]
-            if not live:
+            if not terminating and not evicted:
                 step.attachments_to_delete = [_attachment_ref(a) for a in attachments]
         step.reason = (
-            f"OutOfServiceTaint: {len(live)} pod(s) ({len(terminating)} terminating), "
-            f"{len(attachments)} VolumeAttachment(s) left"
+            f"OutOfServiceTaint: {len(terminating)} terminating pod(s), {len(evicted)} to be evicted by the taint,"
+            f" {len(live) - len(terminating) - len(evicted)} tolerating it, {len(attachments)} VolumeAttachment(s)"
+            " left"
         )
         expired = now >= assumed + OUT_OF_SERVICE_EXPIRY_SECONDS
-        if case.deleting and expired and live:
+        if case.deleting and expired and (terminating or evicted or attachments):
             return case.cleanup(Code.CLEANING_UP, "deleted and past the out-of-service expiry", expired=True)
+        left = bool(terminating or evicted or attachments or step.taints_to_add)
     else:
         raise ValueError(f"strategy {case.strategy!r}: expected {RESOURCE_DELETION} or {OUT_OF_SERVICE_TAINT}")
-    if live or attachments:
+    if left:
         if not step.writes:
             step.wait_until = now + POLL_SECONDS
         return step
+    step.events.append(
+        Event(
+            "Normal", "DeleteResources", f"finished deleting the resources of the unhealthy node {node_name}", ON_NODE
+        )
+    )
     step.code = Code.COMPLETED
     step.reason = f"the workloads of node {node_name} are free to run elsewhere"
     step.status = case.status(
@@ -472,9 +546,8 @@ def _fencing_completed(case: _Case) -> Step:
     )
     if case.node is not None and OUT_OF_SERVICE_TAINT_KEY in case.taints and node_ready(case.node):
         step.taints_to_remove = [OUT_OF_SERVICE_TAINT_KEY]
-        step.events.append(
-            ("Normal", "RemoveOutOfService", f"node {case.node_name} is back: out-of-service taint removed")
-        )
+        message = f"node {case.node_name} is back: out-of-service taint removed"
+        step.events.append(Event("Normal", "RemoveOutOfService", message, ON_NODE))
     return step
 
 
