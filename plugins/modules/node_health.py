@@ -19,7 +19,8 @@ description:
     C(remediation.medik8s.io/template-name) and the label C(app.kubernetes.io/part-of=node-healthcheck-controller).
   - No remediation is created while fewer than C(minHealthy) nodes are healthy (or more than C(maxUnhealthy) are not),
     while C(pauseRequests) is set, for a node under maintenance (a C(NodeMaintenance) in progress), for a node labelled
-    C(remediation.medik8s.io/exclude-from-remediation=true), or for a second control-plane node.
+    C(remediation.medik8s.io/exclude-from-remediation=true), or for a second control-plane node. While paused or
+    disabled the status keeps what it said of the nodes as the last other pass left it, as medik8s does.
   - The remediation objects of a node healthy again are deleted after C(healthyDelay).
   - A new remediation takes the node's Lease C(node-<node>) in O(node_lease_namespace), held as
     C(NodeHealthCheck-<name>) for the remediation's timeout (10 minutes for a single template) plus one minute; a

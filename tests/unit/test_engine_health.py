@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.rfc3339 import format_time
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.remediation.health import evaluate
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health import (
     REEVALUATIONS,
@@ -19,6 +20,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.health
     PassResult,
     build_status,
     evaluation_events,
+    offline_pass,
     owned_by,
     remediation_object,
     skipped,
@@ -282,6 +284,9 @@ class FakeClient:
                 f"ResourceVersion in object meta: {meta['resourceVersion']}"
             )
             raise Conflict(message, 409, {"message": message})
+        if meta.get("finalizers"):  # as the API server: marked deleted, kept until its finalizers go
+            meta.setdefault("deletionTimestamp", format_time(NOW))
+            return copy.deepcopy(self.store[key])
         return copy.deepcopy(self.store.pop(key))
 
     def patch(
@@ -651,3 +656,35 @@ def test_escalation_steps_of_one_kind_without_the_multiple_templates_annotation_
         )
     again = run_pass(fake)
     assert again.disabled is None and [c["node"] for c in again.created] == ["b"]
+
+
+def test_a_paused_check_leaves_what_its_status_says_of_the_nodes_as_it_was() -> None:
+    """As upstream: a paused check stops before it looks at the nodes; its status does not list the unhealthy node
+    it leaves alone, and the counts stay those of the last pass that was not paused."""
+    old = {"observedNodes": 3, "healthyNodes": 3, "unhealthyNodes": []}
+    nodes = [node("a", "True"), node("b", "True"), node("c", "Unknown")]
+    paused = offline_pass({**SPEC, "pauseRequests": ["upgrade"]}, nodes, [], NOW, status=old)
+    assert not paused.created
+    assert paused.status is not None
+    assert (paused.status["phase"], paused.status["reason"]) == ("Paused", "NHC is paused: upgrade")
+    assert {k: paused.status.get(k) for k in old} == old
+    assert "inFlightRemediations" not in paused.status
+    resumed = offline_pass(SPEC, nodes, [], NOW, status=paused.status)
+    assert resumed.status is not None and [u["name"] for u in resumed.status["unhealthyNodes"]] == ["c"]
+    assert (resumed.status["observedNodes"], resumed.status["healthyNodes"]) == (3, 2)
+
+
+def test_a_remediation_a_finalizer_holds_keeps_its_node_in_the_status_offline_as_live() -> None:
+    """The node is healthy again: its remediation is deleted, but the remediator's finalizer holds it, so the node
+    stays in unhealthyNodes with its remediation (phase Remediating) until the object is gone, offline and live."""
+    held = snr("c")
+    held["metadata"]["finalizers"] = ["self-node-remediation.medik8s.io/snr-finalizer"]
+    nodes = [node("a", "True"), node("b", "True"), node("c", "True")]
+    offline = offline_pass(SPEC, nodes, [copy.deepcopy(held)], NOW, status={})
+    fake = cluster(SPEC, copy.deepcopy(nodes), [copy.deepcopy(held)])
+    live = run_pass(fake)
+    for result in (offline, live):
+        assert [d["name"] for d in result.deleted] == ["c"]
+        assert result.status is not None and result.status["phase"] == "Remediating"
+        [entry] = result.status["unhealthyNodes"]
+        assert entry["name"] == "c" and len(entry["remediations"]) == 1 and entry["conditionsHealthyTimestamp"]

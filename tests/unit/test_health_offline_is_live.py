@@ -72,6 +72,10 @@ def states(draw: st.DrawFn) -> dict[str, Any]:
                 rem["kind"] = "OtherRemediation"
                 rem["metadata"]["annotations"]["remediation.medik8s.io/template-name"] = "tpl2"
             rem["metadata"]["creationTimestamp"] = ago(draw(st.sampled_from([30, 1000, 2400])))
+            if draw(st.booleans()):  # the remediator's finalizer: a deletion marks it, the object stays
+                rem["metadata"]["finalizers"] = ["self-node-remediation.medik8s.io/snr-finalizer"]
+                if draw(st.booleans()):
+                    rem["metadata"]["deletionTimestamp"] = ago(20)
             rems.append(rem)
         if draw(st.integers(0, 2)) == 0:
             holder = draw(st.sampled_from([HOLDER, "node-maintenance"]))

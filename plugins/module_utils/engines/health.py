@@ -175,6 +175,10 @@ def remediation_object(
     return {"apiVersion": template.get("apiVersion"), "kind": kind, "metadata": meta, "spec": dict(spec)}
 
 
+#: the status fields about the nodes, which only a check that is neither disabled nor paused writes
+NODE_FIELDS = ("observedNodes", "healthyNodes", "unhealthyNodes", "inFlightRemediations")
+
+
 def build_status(
     old: Mapping[str, Any],
     evaluation: Evaluation,
@@ -265,6 +269,14 @@ def build_status(
         "reason": reason,
         "conditions": conditions,
     }
+    if disabled_reason or evaluation.paused:
+        # As upstream: a disabled or paused check stops before it looks at the nodes, so what the status said
+        # of them stays as it was (a paused check does not list the unhealthy nodes it leaves alone).
+        for key in NODE_FIELDS:
+            if key in old:
+                status[key] = old[key]
+            else:
+                del status[key]
     unchanged = {k: old.get(k) for k in status} == status
     status["lastUpdateTime"] = old.get("lastUpdateTime") if unchanged and old.get("lastUpdateTime") else stamp
     return status
@@ -274,8 +286,9 @@ def remediations_after(
     remediations: Sequence[Mapping[str, Any]], evaluation: Evaluation, now: float
 ) -> list[dict[str, Any]]:
     """The remediation objects as ``evaluation``'s writes would leave them, for the status a pass that writes
-    nothing shows (check mode, offline): its deletions gone, its marks added, and each new object as made at
-    ``now`` (named after its node; a generated name and the UID are the API server's)."""
+    nothing shows (check mode, offline): its deletions gone (or, for an object a finalizer holds, marked deleted
+    at ``now``, as the API server keeps it until the finalizer goes), its marks added, and each new object as
+    made at ``now`` (named after its node; a generated name and the UID are the API server's)."""
     gone = {(r.namespace, r.name) for r in evaluation.to_delete}
     marks: dict[tuple[str, str], dict[str, str]] = {}
     for refs, annotation in (
@@ -289,7 +302,10 @@ def remediations_after(
         meta = rem.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if key in gone:
-            continue
+            if not meta.get("finalizers"):
+                continue
+            meta = {**meta, "deletionTimestamp": meta.get("deletionTimestamp") or format_time(now)}
+            rem = {**rem, "metadata": meta}
         if key in marks:
             annotations = {**(meta.get("annotations") or {}), **marks[key]}
             rem = {**rem, "metadata": {**meta, "annotations": annotations}}
