@@ -27,7 +27,7 @@ COMPAT_VENV := $(BUILD)/core-$(CORE_COMPAT)
 # the tests take from tests/requirements-collections.txt).
 ANSIBLE_COMPAT := 9.13.0
 
-.PHONY: test test-under-load checks venv binaries dependency-collections lint crd-schemas unit integration collection-docs sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
+.PHONY: test test-under-load checks venv binaries dependency-collections lint crd-schemas playbook-docs unit integration collection-docs sanity ansible-lint molecule build-check compat demo cluster-up cluster-down cluster-status clean
 
 # The integration tests wait on the cluster more than they compute, so the checks that need no cluster run
 # beside them (each side's output is shown when it ends).
@@ -79,6 +79,10 @@ binaries: venv
 # changed; a unit test fails while they differ.
 crd-schemas: venv
 	$(BIN)/python tests/support/crd_schemas.py
+
+# docs/playbooks.md, again from the playbooks' argument specs (playbooks/*.meta.yml) after one changes.
+playbook-docs: venv
+	$(BIN)/python tests/support/playbook_docs.py
 
 lint: venv
 	@echo "== ruff"

@@ -390,7 +390,11 @@ def test_duplicates_are_errors() -> None:
     ("spec", "message"),
     [
         ({"maxUnavailable": "10.5%"}, "MaintenanceOperatorConfig: spec.maxUnavailable: '10.5%' is not an integer"),
-        ({"maxParallelOperations": "5"}, "spec.maxParallelOperations: '5' is not an integer"),
+        (
+            {"maxParallelOperations": "5"},
+            "spec.maxParallelOperations: '5' is a number in quotes, which the API server takes as text; write it "
+            "without quotes (5).",
+        ),
         ({"maxParallelOperations": True}, "spec.maxParallelOperations: True is a boolean"),
         ({"maxParallelOperation": 3}, "unknown field(s) maxParallelOperation"),
     ],

@@ -91,7 +91,7 @@ MODULE_ARGS: dict[str, dict[str, Any]] = {
 
 
 #: modules that talk to no Kubernetes API (their errors are tested with their own tests)
-NOT_KUBERNETES = {"metrics_push", "notify"}
+NOT_KUBERNETES = {"check_variables", "metrics_push", "notify"}
 
 
 def test_every_module_is_in_the_table() -> None:

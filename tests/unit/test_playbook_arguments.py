@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from jinja2 import Environment, nodes
+from support import playbook_docs
 from support.ansible_cli import BIN, clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,7 +176,8 @@ def test_the_first_tasks_check_the_variables_against_the_spec(name: str) -> None
     plays = load(PLAYBOOKS / PLAYBOOK_FILES[name][0])
     first = plays[0]["tasks"][0]
     assert first["ansible.builtin.import_tasks"] == "tasks/check_variables.yml"
-    assert first["vars"] == {"nodeops_argument_spec": f"{name}.meta.yml"}
+    roles = {"nodeops_argument_spec_roles": PLAYBOOK_ROLES[name]} if name in PLAYBOOK_ROLES else {}
+    assert first["vars"] == {"nodeops_argument_spec": f"{name}.meta.yml", **roles}
 
 
 def check_options(options: dict[str, Any], where: str) -> None:
@@ -189,6 +191,11 @@ def check_options(options: dict[str, Any], where: str) -> None:
         assert ("elements" in spec) <= (spec["type"] == "list"), label
         if "options" in spec:
             check_options(spec["options"], label)
+
+
+def test_the_playbooks_page_is_generated_from_the_specs() -> None:
+    assert set(playbook_docs.ORDER) == set(PLAYBOOK_FILES)
+    assert playbook_docs.TARGET.read_text() == playbook_docs.page(), "a spec changed: run make playbook-docs"
 
 
 @pytest.mark.parametrize("name", sorted(PLAYBOOK_FILES))
@@ -459,8 +466,11 @@ def test_right_variables_pass_the_checks(
     assert {r["task"] for r in checks} >= {
         f"Check the variables against {name}.meta.yml",
         "Check that the variables have the shape their type says",
+        "Check the variable names",
     }
     assert all(r["result"]["_status"] == "ok" for r in checks), output
+    [names] = [r["result"] for r in checks if r["task"] == "Check the variable names"]
+    assert names["unknown"] == {} and "warnings" not in names, output
     [failed] = [r for r in results if r["result"]["_status"] == "failed"]
     assert "no-such-kubeconfig does not exist" in failed["result"]["msg"], output
 
@@ -496,3 +506,45 @@ def test_deploy_agent_check_mode_on_a_new_controller_and_a_new_node(tmp_path: Pa
     assert "does not exist yet" in output
     assert {r["host"] for r in results} == set(hosts)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["api-ca.crt", "inventory.yml"]
+
+
+@pytest.mark.parametrize(
+    ("name", "variables", "warnings"),
+    [
+        (
+            "rolling_maintenance",
+            {**ROLLING, "rolling_maxParallelOperations": 3, "rolling_max_unavail": "10%", "rolling_zzz": 1},
+            [
+                "rolling_maxParallelOperations is not a variable of this playbook and is ignored; did you mean "
+                "rolling_max_parallel_operations?",
+                "rolling_max_unavail is not a variable of this playbook and is ignored; did you mean "
+                "rolling_max_unavailable?",
+                "rolling_zzz is not a variable of this playbook and is ignored.",
+            ],
+        ),
+        (
+            "remediate",
+            {"remediate_nhc_name": "workers", "remediate_Count": 3},
+            ["remediate_Count is not a variable of this playbook and is ignored; did you mean remediate_count?"],
+        ),
+        # a variable of the role the playbook runs is known; a misspelt one is not
+        (
+            "install",
+            {"crds_max_unavailable": "25%", "crds_max_parallel_operation": 2},
+            [
+                "crds_max_parallel_operation is not a variable of this playbook and is ignored; did you mean "
+                "crds_max_parallel_operations?"
+            ],
+        ),
+    ],
+)
+def test_a_misspelt_variable_is_named_with_the_closest_one(
+    tmp_path: Path, name: str, variables: dict[str, Any], warnings: list[str]
+) -> None:
+    """A warning, not a failure (the run goes on to the cluster); every other variable passes unnamed."""
+    results, output = run_playbook(tmp_path, name, variables, "--check")[1:]
+    [names] = [r["result"] for r in results if r["task"] == "Check the variable names"]
+    assert names["_status"] == "ok", output
+    assert sorted(names["unknown"].values()) == warnings, output
+    assert sorted(names["warnings"]) == warnings, output  # Ansible shows each as a [WARNING]
+    assert "no-such-kubeconfig does not exist" in output

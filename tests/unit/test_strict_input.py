@@ -148,3 +148,44 @@ def test_property_a_misspelt_field_is_never_accepted(name: str, at: int, how: st
         return
     got = message("NodeHealthCheck", {**NHC, typo: NHC.get(name, 1)})
     assert f"spec.{typo}: unknown field" in got
+
+
+# -- playbook variables ----------------------------------------------------------------------------------------
+
+AGENT = ["node_agent_hosts", "node_agent_serial", "node_agent_api_server", "kubeconfig", "context"]
+
+
+def test_variable_prefixes_are_the_shared_starts_of_the_known_names() -> None:
+    assert strict.variable_prefixes(AGENT) == ["node_agent_"]
+    assert strict.variable_prefixes(["crds_namespace", "crds_create_namespace", "kubeconfig"]) == ["crds_"]
+    assert strict.variable_prefixes(["kubeconfig", "context", "rolling_run_id"]) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "unknown"),
+    [
+        # another case, camelCase, a letter left out: named with the known one they stand for
+        (["node_agent_Serial"], {"node_agent_Serial": "node_agent_serial"}),
+        (["node_agent_apiServer"], {"node_agent_apiServer": "node_agent_api_server"}),
+        (["node_agent_host"], {"node_agent_host": "node_agent_hosts"}),
+        # nothing near: named alone (the shared prefix alone does not make two names alike)
+        (["node_agent_zzz"], {"node_agent_zzz": None}),
+        # other variables are not the playbook's: an inventory's node_name, Ansible's own, a known one
+        (["node_name", "ansible_host", "inventory_hostname", "node_agent_hosts", "kubeconfig"], {}),
+    ],
+)
+def test_unknown_variables_are_those_named_like_the_known_ones(
+    given: list[str], unknown: dict[str, str | None]
+) -> None:
+    found = strict.unknown_variables(given, AGENT)
+    assert set(found) == set(unknown)
+    for name, hint in unknown.items():
+        assert found[name].startswith(f"{name} is not a variable of this playbook and is ignored")
+        assert found[name].endswith(f"; did you mean {hint}?" if hint else ".")
+
+
+def test_unknown_variables_with_given_prefixes() -> None:
+    assert strict.unknown_variables(["upgrade_verison", "node_agent_x"], ["upgrade_version"], ["upgrade_"]) == {
+        "upgrade_verison": "upgrade_verison is not a variable of this playbook and is ignored; did you mean "
+        "upgrade_version?"
+    }

@@ -14,6 +14,7 @@ from .node.errors import NodeopsError
 
 # [0-9], not \d: \d (like int() and str.isdigit()) takes every Unicode decimal digit, such as "٣" (U+0663).
 _PERCENT = re.compile(r"([0-9]+)%")
+_DIGITS = re.compile(r"-?[0-9]+")
 
 
 class IntOrPercentError(NodeopsError, ValueError):
@@ -35,9 +36,15 @@ def parse(value: object, field: str) -> tuple[int, bool]:
         match = _PERCENT.fullmatch(value.strip())
         if match:
             return int(match.group(1)), True
+        if _DIGITS.fullmatch(value.strip()):
+            # only where the value is an object's field: the options and the filter turn "3" into 3 first
+            raise IntOrPercentError(
+                f"{field}: {value!r} is a number in quotes, which the API server takes as text; write it without "
+                f"quotes ({value.strip()})."
+            )
         raise IntOrPercentError(
             f"{field}: {value!r} is not an integer or a whole percentage; use for example 3 or '20%' "
-            "(ASCII digits only; a number in quotes, a fraction or a sign in a percentage is not accepted)."
+            "(ASCII digits; a percentage without a fraction or a sign)."
         )
     raise IntOrPercentError(f"{field}: {value!r} must be an integer or a percentage string such as '20%'.")
 

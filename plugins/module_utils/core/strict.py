@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import cel
@@ -47,8 +47,9 @@ def snake(name: str) -> str:
 def closest(name: str, known: list[str]) -> str | None:
     """The known name ``name`` most likely stands for: the same in camelCase or in another case, else the
     nearest by spelling (None when nothing is near)."""
+    spellings = {name.lower(), camel(name).lower(), snake(name)}
     for candidate in known:
-        if candidate == camel(name) or candidate.lower() == name.lower() or candidate.lower() == camel(name).lower():
+        if candidate.lower() in spellings:
             return candidate
     found = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     if not found:
@@ -271,3 +272,43 @@ def option_hints(argument_spec: Mapping[str, Any], params: Mapping[str, Any], pr
                     if isinstance(item, Mapping):
                         hints += option_hints(spec["options"], item, f"{prefix}{key}[{index}].")
     return hints
+
+
+def variable_prefixes(known: Iterable[str]) -> list[str]:
+    """The prefixes that mark a playbook's variables, from their names: for each first word that two or more
+    names share, their longest common prefix up to an underscore (``rolling_`` for ``rolling_run_id`` and
+    ``rolling_engine``, ``node_agent_`` for ``node_agent_hosts`` and ``node_agent_serial``)."""
+    by_word: dict[str, list[str]] = {}
+    for name in known:
+        if "_" in name:
+            by_word.setdefault(name.split("_", 1)[0], []).append(name)
+    prefixes = []
+    for names in by_word.values():
+        if len(names) > 1:
+            first, last = min(names), max(names)  # the prefix they share is that of all the names between
+            end = 0
+            while end < min(len(first), len(last)) and first[end] == last[end]:
+                end += 1
+            common = first[:end]
+            prefixes.append(common[: common.rindex("_") + 1])
+    return sorted(prefixes)
+
+
+def unknown_variables(given: Iterable[str], known: Iterable[str], prefixes: Iterable[str] = ()) -> dict[str, str]:
+    """The variables in ``given`` that start like the ``known`` ones (``prefixes``, or those
+    :func:`variable_prefixes` finds) but are none of them, each with a sentence naming the closest known one: a
+    misspelt ``-e rolling_maxParallelOperations=3`` would otherwise be ignored without a word."""
+    known = sorted(set(known))
+    starts = tuple(prefixes) or tuple(variable_prefixes(known))
+    found = {}
+    for name in sorted(set(given) - set(known)):
+        start = next((s for s in starts if name.startswith(s)), None)
+        if start is not None:
+            # compared without the prefix they share, which would make any two names look alike
+            rests = [k[len(start) :] for k in known if k.startswith(start)]
+            rest = closest(name[len(start) :], rests)
+            hint = start + rest if rest is not None else None
+            found[name] = f"{name} is not a variable of this playbook and is ignored" + (
+                f"; did you mean {hint}?" if hint else "."
+            )
+    return found
