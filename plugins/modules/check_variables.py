@@ -77,6 +77,6 @@ unknown:
   type: dict
   sample:
     rolling_maxParallelOperations: >-
-      rolling_maxParallelOperations is not a variable of this playbook and is ignored; did you mean
+      rolling_maxParallelOperations is not a variable of this playbook; did you mean
       rolling_max_parallel_operations?
 """

@@ -515,24 +515,23 @@ def test_deploy_agent_check_mode_on_a_new_controller_and_a_new_node(tmp_path: Pa
             "rolling_maintenance",
             {**ROLLING, "rolling_maxParallelOperations": 3, "rolling_max_unavail": "10%", "rolling_zzz": 1},
             [
-                "rolling_maxParallelOperations is not a variable of this playbook and is ignored; did you mean "
+                "rolling_maxParallelOperations is not a variable of this playbook; did you mean "
                 "rolling_max_parallel_operations?",
-                "rolling_max_unavail is not a variable of this playbook and is ignored; did you mean "
-                "rolling_max_unavailable?",
-                "rolling_zzz is not a variable of this playbook and is ignored.",
+                "rolling_max_unavail is not a variable of this playbook; did you mean rolling_max_unavailable?",
+                "rolling_zzz is not a variable of this playbook.",
             ],
         ),
         (
             "remediate",
             {"remediate_nhc_name": "workers", "remediate_Count": 3},
-            ["remediate_Count is not a variable of this playbook and is ignored; did you mean remediate_count?"],
+            ["remediate_Count is not a variable of this playbook; did you mean remediate_count?"],
         ),
         # a variable of the role the playbook runs is known; a misspelt one is not
         (
             "install",
             {"crds_max_unavailable": "25%", "crds_max_parallel_operation": 2},
             [
-                "crds_max_parallel_operation is not a variable of this playbook and is ignored; did you mean "
+                "crds_max_parallel_operation is not a variable of this playbook; did you mean "
                 "crds_max_parallel_operations?"
             ],
         ),

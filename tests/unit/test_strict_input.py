@@ -180,12 +180,11 @@ def test_unknown_variables_are_those_named_like_the_known_ones(
     found = strict.unknown_variables(given, AGENT)
     assert set(found) == set(unknown)
     for name, hint in unknown.items():
-        assert found[name].startswith(f"{name} is not a variable of this playbook and is ignored")
+        assert found[name].startswith(f"{name} is not a variable of this playbook")
         assert found[name].endswith(f"; did you mean {hint}?" if hint else ".")
 
 
 def test_unknown_variables_with_given_prefixes() -> None:
     assert strict.unknown_variables(["upgrade_verison", "node_agent_x"], ["upgrade_version"], ["upgrade_"]) == {
-        "upgrade_verison": "upgrade_verison is not a variable of this playbook and is ignored; did you mean "
-        "upgrade_version?"
+        "upgrade_verison": "upgrade_verison is not a variable of this playbook; did you mean upgrade_version?"
     }

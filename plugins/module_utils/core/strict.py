@@ -308,7 +308,5 @@ def unknown_variables(given: Iterable[str], known: Iterable[str], prefixes: Iter
             rests = [k[len(start) :] for k in known if k.startswith(start)]
             rest = closest(name[len(start) :], rests)
             hint = start + rest if rest is not None else None
-            found[name] = f"{name} is not a variable of this playbook and is ignored" + (
-                f"; did you mean {hint}?" if hint else "."
-            )
+            found[name] = f"{name} is not a variable of this playbook" + (f"; did you mean {hint}?" if hint else ".")
     return found
