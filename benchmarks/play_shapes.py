@@ -190,8 +190,7 @@ def write_files(work: Path, args: argparse.Namespace) -> dict[str, Path]:
             step="bench_slot_module", delegate="delegate_to: localhost", strategy="host_pinned", **common
         ),
         "free-action": FREE.format(step="bench_slot_action", delegate="", strategy="free", **common),
-        "waves": WAVES_HEAD.format(slots=args.slots, python=sys.executable)
-        + "".join(WAVE.format(**common) for _ in range(COPIES)),
+        "waves": WAVES_HEAD.format(slots=args.slots, python=sys.executable) + WAVE.format(**common) * COPIES,
     }
     out = {}
     for name, text in playbooks.items():
