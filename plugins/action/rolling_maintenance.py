@@ -11,7 +11,15 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress impor
 
 # The step that goes on with each kind of wait (the engine's STEP_OF_WAIT, which a unit test holds this to; the
 # engine is not imported here, as it would cost every task of this action its import).
-STEP_OF_WAIT = {"gate": "next_wave", "wave": "next_wave", "ready": "finish", "interrupted": "start"}
+STEP_OF_WAIT = {
+    "gate": "next_wave",
+    "wave": "next_wave",
+    "ready": "finish",
+    "interrupted": "start",
+    "admit_gate": "admit",
+    "admit": "admit",
+    "back": "release",
+}
 # What a start did before it handed its wait back: the call that goes on only releases.
 START_KEYS = ("requested", "added", "interrupted", "requeued", "finished", "overrides")
 

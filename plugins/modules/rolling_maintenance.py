@@ -29,6 +29,15 @@ description:
     come back, gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)).
     A drained request that other requestors joined (C(additionalRequestors)) stays, with the node in maintenance,
     until they leave it; the run is done with the node and the task warns, naming them.
+  - O(step=admit) and O(step=release) take one node (O(node)) at a time, for a flow where each node's host
+    drives its own maintenance while the others drive theirs, without waves. O(step=admit) checks the window and
+    the gates for the node, makes its request when it has none (after O(step=start) with O(defer_requests), the
+    first request of each node is made here), runs reconcile passes (O(engine=builtin)) until the scheduler has
+    made it Ready, and records it as V(maintaining) in an admission batch (RV(wave)), the nodes admitted within
+    O(gather_seconds) of the batch's first. O(step=release) takes that node's outcome (O(failure)), waits until
+    it is Ready in Kubernetes and releases it, as O(step=finish) does for a wave. Each updates only its node's
+    row of the record, with a conditional write tried again when another host wrote in between; a node is
+    admitted once (O(step=admit) for a node admitted already returns it as admitted and changes nothing).
   - O(step=summary) returns the record as a table.
   - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
     the settings of O(window) and O(gates); it reads nothing in the cluster.
@@ -69,13 +78,16 @@ attributes:
       - O(step=start) outside the window reports RV(stopped) and no change.
       - O(step=finish) checks its input and reports the outcome it would record, as if every node in O(succeeded)
         came back Ready; it reports a change when the current wave has nodes. O(step=summary) reads only.
+      - O(step=admit) admits nothing; it reports a change when the node is pending and the window, the gates
+        and the failures let it through. O(step=release) reports a change when the node's outcome is not on
+        record yet.
   diff_mode:
     support: none
 options:
   step:
     description: Which step of the run to take.
     type: str
-    choices: [start, next_wave, finish, summary, window]
+    choices: [start, next_wave, finish, summary, window, admit, release]
     required: true
   run_id:
     description:
@@ -116,6 +128,25 @@ options:
     description: With O(step=start), queue the nodes that failed earlier in this run again.
     type: bool
     default: false
+  defer_requests:
+    description:
+      - With O(step=start), record the targets but request none of them; each node's O(step=admit) makes its
+        request. Then only the nodes whose hosts are ready for their maintenance are in the scheduler's queue.
+    type: bool
+    default: false
+  node:
+    description: The node of O(step=admit) and O(step=release).
+    type: str
+  failure:
+    description:
+      - With O(step=release), why the node's maintenance tasks failed; unset or empty when they passed.
+    type: str
+  timing:
+    description:
+      - With O(step=release), the start and end (seconds since the epoch) of the node's maintenance tasks, for the
+        summary's C(maintained) column.
+    type: list
+    elements: float
   succeeded:
     description: With O(step=finish), the nodes of the wave whose maintenance tasks passed.
     type: list
@@ -280,10 +311,11 @@ options:
     type: dict
     suboptions:
       phase:
-        description: The wait, V(gate) or V(wave) (O(step=next_wave)), V(ready) (O(step=finish)) or V(interrupted)
-          (O(step=start)).
+        description:
+          - The wait, V(gate) or V(wave) (O(step=next_wave)), V(ready) (O(step=finish)), V(interrupted)
+            (O(step=start)), V(admit_gate) or V(admit) (O(step=admit)), or V(back) (O(step=release)).
         type: str
-        choices: [gate, wave, ready, interrupted]
+        choices: [gate, wave, ready, interrupted, admit_gate, admit, back]
         required: true
       since:
         description: When the wait began, in seconds since the epoch.
@@ -413,8 +445,10 @@ interrupted:
   type: list
   elements: str
 wave:
-  description: With O(step=next_wave) (or O(then_next_wave)), the number of the new wave; null when there is none.
-  returned: success and O(step=next_wave)
+  description:
+    - With O(step=next_wave) (or O(then_next_wave)), the number of the new wave; null when there is none.
+    - With O(step=admit), the admission batch the node joined; null when it was not admitted.
+  returned: success and O(step) is V(next_wave) or V(admit)
   type: int
 nodes:
   description:
@@ -526,6 +560,25 @@ lines:
   returned: success and O(step=summary)
   type: list
   elements: str
+node:
+  description: The node of O(step=admit) or O(step=release).
+  returned: success and O(step) is V(admit) or V(release)
+  type: str
+admitted:
+  description:
+    - With O(step=admit), whether the node is handed to its maintenance tasks now (V(maintaining), no outcome yet).
+      False when it is finished already (RV(state)), the failures are over O(max_fail_percentage) (RV(abort)),
+      or the window or a gate stopped it (RV(stopped)); run no maintenance then.
+  returned: success and O(step=admit)
+  type: bool
+state:
+  description: The node's state in the record after the step.
+  returned: success and O(step) is V(admit) or V(release)
+  type: str
+failure:
+  description: Why the node failed, as the record has it; null when it did not.
+  returned: success and O(step=release), or O(step=admit) when its Node object is gone
+  type: str
 """
 
 from typing import Any
@@ -535,6 +588,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
     compile_alert_filter,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import (
+    FAILED,
     INTERRUPTED_POLICIES,
     PENDING,
     RollingError,
@@ -543,6 +597,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
     fail_budget,
     mark_done,
     mark_failed,
+    node_outcome,
     plan_start,
     record_name,
     sort_outcomes,
@@ -574,7 +629,11 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.reconcile_opti
 from ansible_collections.nodeops.maintenance.plugins.module_utils.request_options import request_options
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "step": {"type": "str", "required": True, "choices": ["start", "next_wave", "finish", "summary", "window"]},
+    "step": {
+        "type": "str",
+        "required": True,
+        "choices": ["start", "next_wave", "finish", "summary", "window", "admit", "release"],
+    },
     "run_id": {"type": "str", "required": True},
     "node_names": {"type": "list", "elements": "str", "default": []},
     "node_selector": {"type": "str"},
@@ -583,6 +642,10 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "engine": {"type": "str", "choices": ["builtin", "operator"], "default": "builtin"},
     "interrupted": {"type": "str", "choices": list(INTERRUPTED_POLICIES), "default": "release"},
     "retry_failed": {"type": "bool", "default": False},
+    "defer_requests": {"type": "bool", "default": False},
+    "node": {"type": "str"},
+    "failure": {"type": "str"},
+    "timing": {"type": "list", "elements": "float"},
     "succeeded": {"type": "list", "elements": "str", "default": []},
     "failed": {"type": "dict", "default": {}},
     "then_next_wave": {"type": "bool", "default": False},
@@ -784,6 +847,26 @@ def check_mode_result(rolling: Rolling, module: K8sModule) -> dict[str, Any]:
         )
     elif p["step"] == "next_wave":
         return next_wave_check(rolling, run)
+    elif p["step"] in ("admit", "release") and p["node"] not in run.nodes:
+        module.fail_json(msg=f"{p['node']} is not a node of run {p['run_id']!r}; a start step adds the targets first.")
+    elif p["step"] == "admit":
+        record = run.nodes[p["node"]]
+        check = next_wave_check(rolling, run) if record.state == PENDING else {"changed": False}
+        return {**check, "node": p["node"], "admitted": False, "wave": None, "state": record.state}
+    elif p["step"] == "release":
+        try:
+            changed = node_outcome(run, p["node"], p["failure"] or None, rolling.clock(), p["timing"])
+        except RollingError as exc:
+            module.fail_json(msg=f"Run {p['run_id']!r}: {exc}.")
+        record = run.nodes[p["node"]]
+        result.update(
+            changed=changed,
+            node=p["node"],
+            state=record.state,
+            failure=record.message if record.state == FAILED else None,
+            released=[],
+            abort=fail_budget(run, rolling.options.max_fail_percentage).exceeded,
+        )
     elif p["step"] == "finish":
         now = rolling.clock()
         try:
@@ -823,6 +906,8 @@ def main() -> None:
     if options.reconcile is not None:
         module.set_pool_size(options.reconcile.pool_size())
     step = p["step"]
+    if step in ("admit", "release") and not p["node"]:
+        module.fail_json(msg=f"step={step} takes one node: give node.")
     if step == "start":
         for sentence in overrides:
             module.warn(sentence)
@@ -845,9 +930,13 @@ def main() -> None:
             )
         if step == "start":
             result = {
-                **rolling.start(targets(module), p["interrupted"], p["retry_failed"], resume),
+                **rolling.start(targets(module), p["interrupted"], p["retry_failed"], resume, p["defer_requests"]),
                 "overrides": overrides,
             }
+        elif step == "admit":
+            result = rolling.admit(p["node"], resume)
+        elif step == "release":
+            result = rolling.release(p["node"], p["failure"] or None, p["timing"], resume)
         elif step == "next_wave":
             result = rolling.next_wave(resume)
         elif step == "finish":

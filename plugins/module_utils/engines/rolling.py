@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from ..core.maintenance import gates as gatecore
 from ..core.maintenance import lifecycle as lc
@@ -49,10 +50,24 @@ WAIT_GATE = "gate"  # next_wave: a gate blocks
 WAIT_WAVE = "wave"  # next_wave: no request of the run is Ready yet
 WAIT_READY = "ready"  # finish: maintained nodes are not Ready in Kubernetes yet
 WAIT_INTERRUPTED = "interrupted"  # start: nodes interrupted during their maintenance are not Ready yet
-WAIT_PHASES = (WAIT_GATE, WAIT_WAVE, WAIT_READY, WAIT_INTERRUPTED)
+WAIT_ADMIT = "admit"  # admit: the node's request is not Ready yet (or its gates block)
+WAIT_ADMIT_GATE = "admit_gate"  # admit: a gate blocks the node
+WAIT_BACK = "back"  # release: the maintained node is not Ready in Kubernetes yet
+WAIT_PHASES = (WAIT_GATE, WAIT_WAVE, WAIT_READY, WAIT_INTERRUPTED, WAIT_ADMIT_GATE, WAIT_ADMIT, WAIT_BACK)
 # The step that goes on with each wait (a wave or gate wait after a finish goes on in next_wave).
-STEP_OF_WAIT = {WAIT_GATE: "next_wave", WAIT_WAVE: "next_wave", WAIT_READY: "finish", WAIT_INTERRUPTED: "start"}
+STEP_OF_WAIT = {
+    WAIT_GATE: "next_wave",
+    WAIT_WAVE: "next_wave",
+    WAIT_READY: "finish",
+    WAIT_INTERRUPTED: "start",
+    WAIT_ADMIT_GATE: "admit",
+    WAIT_ADMIT: "admit",
+    WAIT_BACK: "release",
+}
+# How often a record update is tried again when the record changed in between (the other hosts of the run)
+UPDATE_ATTEMPTS = 20
 NAMES_SHOWN = 5  # nodes a progress message names
+T = TypeVar("T")
 NODE_GONE = "its Node object is gone (deleted during the run, before its wave); it was not maintained"
 
 
@@ -136,6 +151,7 @@ class Rolling:
             # checked by next_wave before its own passes schedule
             self.reconciler.schedule_new = False
         self._configmap: dict[str, Any] | None = None
+        self.wrote = False  # whether the last update wrote the record
         self._waiter = threading.Event()
 
     # -- the record ------------------------------------------------------------------------------
@@ -153,9 +169,10 @@ class Rolling:
                 f"{exc}. Delete it to start the run over, or use another run ID."
             ) from None
 
-    def save(self, run: core.RunRecord) -> None:
-        """Write the record; a Conflict means another run of the same run ID wrote it in between. A record too
-        large for its ConfigMap is an error before the write (the API server would refuse it)."""
+    def save(self, run: core.RunRecord, merge: bool = False) -> None:
+        """Write the record; a Conflict means another run of the same run ID wrote it in between (with ``merge``,
+        the Conflict is raised for :meth:`update` to try again). A record too large for its ConfigMap is an error
+        before the write (the API server would refuse it)."""
         data = run.to_data()
         try:
             core.check_size(data, len(run.nodes))
@@ -179,10 +196,38 @@ class Rolling:
                 body["metadata"]["resourceVersion"] = self._configmap["metadata"]["resourceVersion"]
                 self._configmap = self.client.replace(CONFIGMAPS, body)
         except Conflict:
+            if merge:
+                raise
             raise RequestError(
                 f"The record of run {self.options.run_id!r} (ConfigMap {self.options.record_namespace}/{self.name}) "
                 "was changed by someone else: is another run with the same run ID going on? Nothing more was done."
             ) from None
+
+    def update(self, mutate: Callable[[core.RunRecord], T]) -> tuple[core.RunRecord, T]:
+        """Read the record, apply ``mutate`` and write it back when it changed; when another host of the run wrote
+        it in between, read it again and apply ``mutate`` to that (a conditional write each time, so what
+        ``mutate`` checks holds when it is written). Returns the record as written and what ``mutate`` returned;
+        :attr:`wrote` says whether it wrote."""
+        self.wrote = False
+        for _attempt in range(UPDATE_ATTEMPTS):
+            run = self.load()
+            before = run.to_data()
+            try:
+                value = mutate(run)
+            except core.RollingError as exc:
+                raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
+            if run.to_data() == before:
+                return run, value
+            try:
+                self.save(run, merge=True)
+            except Conflict:
+                continue
+            self.wrote = True
+            return run, value
+        raise RequestError(
+            f"The record of run {self.options.run_id!r} (ConfigMap {self.options.record_namespace}/{self.name}) "
+            f"changed under each of {UPDATE_ATTEMPTS} writes; nothing was written. Run the step again."
+        )
 
     # -- reading requests ----------------------------------------------------------------------
     def _phases(self, nodes: Sequence[str]) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
@@ -295,18 +340,24 @@ class Rolling:
                 "phase": phase,
                 "since": since,
                 **({"wave": run.last_wave} if phase == WAIT_READY else {}),
-                **({"nodes": list(resume_nodes)} if phase == WAIT_INTERRUPTED else {}),
+                **({"nodes": list(resume_nodes)} if resume_nodes or phase == WAIT_INTERRUPTED else {}),
             },
             **self.status(run),
         }
 
     # -- steps -----------------------------------------------------------------------------------
     def start(
-        self, targets: Sequence[str], interrupted: str, retry_failed: bool, resume: Mapping[str, Any] | None = None
+        self,
+        targets: Sequence[str],
+        interrupted: str,
+        retry_failed: bool,
+        resume: Mapping[str, Any] | None = None,
+        defer_requests: bool = False,
     ) -> dict[str, Any]:
         """Bring the record and the requests in line with the targets; the nodes interrupted during their
         maintenance are released once Ready. With ``progress_after``, that Ready wait hands back ``waiting``
-        when it lasts longer; the call with its ``resume`` goes on with the release alone (the rest is done)."""
+        when it lasts longer; the call with its ``resume`` goes on with the release alone (the rest is done).
+        With ``defer_requests``, only the record: each node's :meth:`admit` makes its request."""
         call_began = self.monotonic()
         resuming = resume is not None and resume.get("phase") == WAIT_INTERRUPTED
         if resuming:  # the nodes the first call waited for, whatever the targets are now
@@ -349,7 +400,7 @@ class Rolling:
                 self._mark_failed_request(node, run.nodes[node].message)
             if plan.rerun:
                 self._clear_failed(plan.rerun)
-            actions = self.requests.present(plan.request) if plan.request else []
+            actions = self.requests.present(plan.request) if plan.request and not defer_requests else []
         result = {
             "changed": start_changed(plan, actions),
             "requested": [a.as_dict() for a in actions],
@@ -588,6 +639,168 @@ class Rolling:
             **self.status(run),
         }
 
+    def admit(self, node: str, resume: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Hand one node of the run to its maintenance tasks: check the window and the gates for it, make its
+        request when it has none, run reconcile passes (``engine=builtin``) until the scheduler has made it Ready
+        (cordoned and drained within the limits), then record it as ``maintaining`` in an admission batch. Each
+        host of a run calls this for its own node, at the same time as the others; the record is updated per
+        node. With ``progress_after``, a longer wait returns ``waiting``; the call with its ``resume`` goes on
+        with the same deadline."""
+        opts = self.options
+        call_began = self.monotonic()
+        run = self.load()
+        record = run.nodes.get(node)
+        if record is None:
+            raise RequestError(f"{node} is not a node of run {opts.run_id!r}; a start step adds the targets first.")
+        if record.state != core.PENDING:  # admitted already (its host asked again), or finished
+            return self._admitted(run, node, changed=False)
+        if core.fail_budget(run, opts.max_fail_percentage).exceeded:
+            return self._admitted(run, node, changed=False, abort=True)
+        gate_report: dict[str, Any] = {}
+        if resume is None or resume.get("phase") != WAIT_ADMIT:
+            since = self._since(resume, WAIT_ADMIT_GATE)
+            stop, gate_report = self._hold(run, [node], since, call_began, nodes=[node], phase=WAIT_ADMIT_GATE)
+            if stop is not None:
+                return {**stop, "node": node, "admitted": False}
+        since = self._since(resume, WAIT_ADMIT)
+        deadline = self._deadline(since, opts.wave_timeout)
+        if self.reconciler is not None:
+            self.reconciler.schedule_new = True
+        first = True
+        while True:
+            window = self.window_state()
+            if window is not None and not window["open"]:  # the window closed while the node waited
+                return {**self._stop(run, self.window_stop(window), window, nodes=[node]), "admitted": False}
+            began = self.clock()
+            report = self._pass()
+            changed = report is not None and report.changed
+            phases, objects, deleting = self._look([node], report)
+            if phases[node] is None and node not in deleting:
+                if self._gone([node], [node], report, first=first):
+                    self.requests.absent([node])
+                    run, _ = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))
+                    return {**self._admitted(run, node, changed=True), "failure": NODE_GONE}
+                self.requests.present([node], checked=True)
+                phases, objects, deleting = self._look([node])
+                changed = True
+            first = False
+            if phases[node] in core.DRAINED_PHASES:
+                now = self.clock()
+                run, batch = self.update(partial(core.admit, node=node, now=now, gather=opts.gather, since=began))
+                return {**self._admitted(run, node, changed=self.wrote), "gates": gate_report, "wave": batch}
+            if self.monotonic() >= deadline:
+                why = self.requests.explain(self._action(node, objects.get(node) or deleting.get(node)))
+                raise RequestError(
+                    f"{node} (run {opts.run_id!r}) did not become ready for its maintenance within "
+                    f"{opts.wave_timeout:g}s: {why}"
+                )
+            if self._progress_due(call_began):
+                state = (
+                    "whose earlier request is still being deleted"
+                    if node in deleting
+                    else (
+                        "being prepared (cordon, drain)"
+                        if phases[node] in core.ACTIVE_PHASES
+                        else "waiting for the scheduler"
+                    )
+                )
+                return self._waiting(
+                    run,
+                    WAIT_ADMIT,
+                    since,
+                    opts.wave_timeout,
+                    f"{node} {state}",
+                    {"node": node, "admitted": False, "wave": None, "done": False, "abort": False},
+                    resume_nodes=[node],
+                )
+            self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
+
+    def _admitted(self, run: core.RunRecord, node: str, changed: bool, abort: bool = False) -> dict[str, Any]:
+        """What admit returns for ``node`` as the record has it: admitted (``maintaining``), or not (why)."""
+        record = run.nodes[node]
+        admitted = record.state == core.MAINTAINING and record.finished is None
+        return {
+            "changed": changed,
+            "node": node,
+            "admitted": admitted,
+            "wave": record.wave if admitted else None,
+            "state": record.state,
+            "done": not run.in_state(core.PENDING),
+            "abort": abort,
+            **self.status(run),
+        }
+
+    def release(
+        self,
+        node: str,
+        failure: str | None,
+        timing: Sequence[float] | None = None,
+        resume: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Take the outcome of one admitted node's maintenance tasks (``failure``: why they failed; None: they
+        passed), wait until the node is Ready in Kubernetes and release it (the request given back, the node
+        uncordoned). A failed node keeps its request (RequestorFailed, cordoned for a person) unless
+        ``release_failed``. With ``progress_after``, a longer Ready wait returns ``waiting``; the call with its
+        ``resume`` (the outcome is on record) goes on with the same deadline."""
+        opts = self.options
+        began = self.monotonic()
+        if resume is not None and resume.get("phase") == WAIT_BACK:
+            run = self.load()
+            changed = True
+        else:
+            run, changed = self.update(lambda r: core.node_outcome(r, node, failure, self.clock(), timing))
+        record = run.nodes.get(node)
+        if record is None:
+            raise RequestError(f"{node} is not a node of run {opts.run_id!r}.")
+        if record.state == core.DONE:
+            return self._released(run, node, changed, [])
+        if record.state == core.FAILED:
+            if record.back is not None or not opts.release_failed:
+                if not opts.release_failed:
+                    self._mark_failed_request(node, record.message)
+                return self._released(run, node, changed, [])
+            self._give_back([node])
+            run, _ = self.update(lambda r: core.mark_released(r, node, self.clock()))
+            return self._released(run, node, True, [node])
+        if record.state != core.MAINTAINING:
+            raise RequestError(f"{node} is {record.state} in run {opts.run_id!r}; only an admitted node is released.")
+        since = record.finished if resume is None else self._since(resume, WAIT_BACK)
+        not_back, left = self._wait_ready([node], self._deadline(since or self.clock(), opts.node_ready_timeout), began)
+        if left:
+            return self._waiting(
+                run,
+                WAIT_BACK,
+                since or self.clock(),
+                opts.node_ready_timeout,
+                f"waiting for {node} to be Ready in Kubernetes after its maintenance",
+                {"node": node, "released": [], "failure": None},
+                resume_nodes=[node],
+                nodes_not_ready=left,
+            )
+        if not_back:
+            run, _ = self.update(lambda r: core.mark_failed(r, node, not_back[node], self.clock()))
+            if not opts.release_failed:
+                self._mark_failed_request(node, not_back[node])
+                return self._released(run, node, True, [])
+        self._give_back([node])
+        if not_back:
+            run, _ = self.update(lambda r: core.mark_released(r, node, self.clock()))
+        else:
+            run, _ = self.update(lambda r: core.mark_done(r, node, self.clock()))
+        return self._released(run, node, True, [node])
+
+    def _released(self, run: core.RunRecord, node: str, changed: bool, released: list[str]) -> dict[str, Any]:
+        record = run.nodes[node]
+        return {
+            "changed": changed,
+            "node": node,
+            "state": record.state,
+            "failure": record.message if record.state == core.FAILED else None,
+            "released": released,
+            "abort": core.fail_budget(run, self.options.max_fail_percentage).exceeded,
+            **self.status(run),
+        }
+
     def summary(self) -> dict[str, Any]:
         run = self.load()
         rows = core.summary_rows(run)
@@ -629,14 +842,21 @@ class Rolling:
         }
 
     def _hold(
-        self, run: core.RunRecord, pending: list[str], since: float, began: float
+        self,
+        run: core.RunRecord,
+        pending: list[str],
+        since: float,
+        began: float,
+        nodes: Sequence[str] | None = None,
+        phase: str = WAIT_GATE,
     ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """Before anything that could schedule: the window, then the gates, checked again every gate interval
         while they block, up to the gate timeout from ``since`` (when the gate wait began, on the wall clock).
-        (a result that stops the run or hands the wait back, or None; what the gates did)."""
+        (a result that stops the run or hands the wait back as ``phase``, or None; what the gates did). A stop
+        takes back the requests of ``nodes`` (default: every pending node)."""
         window = self.window_state()
         if window is not None and not window["open"]:
-            return self._stop(run, self.window_stop(window), window=window), {}
+            return self._stop(run, self.window_stop(window), window=window, nodes=nodes), {}
         gates = self.options.gates
         if gates is None or not gates.active:
             return None, {}
@@ -660,17 +880,25 @@ class Rolling:
                     "to go on once it is clear.",
                     "blockers": [b.as_dict() for b in blockers],
                 }
-                return self._stop(run, stopped, window=window), {**report, "blocked_by": list(seen)}
+                return self._stop(run, stopped, window=window, nodes=nodes), {**report, "blocked_by": list(seen)}
             if self._progress_due(began):
                 message = f"the next wave waits for its gates: {gatecore.summarize(blockers)}"
                 waiting = self._waiting(
-                    run, WAIT_GATE, since, gates.timeout, message, blockers=[b.as_dict() for b in blockers]
+                    run,
+                    phase,
+                    since,
+                    gates.timeout,
+                    message,
+                    None if nodes is None else {"node": nodes[0], "admitted": False, "wave": None, "abort": False},
+                    resume_nodes=nodes or (),
+                    blockers=[b.as_dict() for b in blockers],
                 )
                 return waiting, {**report, "blocked_by": list(seen)}
             self._waiter.wait(min(gates.interval, remaining, self._until_progress(began)))
             window = self.window_state()
             if window is not None and not window["open"]:
-                return self._stop(run, self.window_stop(window), window=window), {**report, "blocked_by": list(seen)}
+                stop = self._stop(run, self.window_stop(window), window=window, nodes=nodes)
+                return stop, {**report, "blocked_by": list(seen)}
 
     def blockers(self, pending: Sequence[str]) -> list[gatecore.Blocker]:
         """What blocks the next wave now, by every gate (reads only)."""
@@ -714,14 +942,21 @@ class Rolling:
         return sorted(out)
 
     def _stop(
-        self, run: core.RunRecord, stopped: dict[str, Any], window: dict[str, Any] | None = None
+        self,
+        run: core.RunRecord,
+        stopped: dict[str, Any],
+        window: dict[str, Any] | None = None,
+        nodes: Sequence[str] | None = None,
     ) -> dict[str, Any]:
-        """Stop the run before a new wave: give back the requests of every node still pending (so that nothing
-        is cordoned or drained for this run while it stands still; a node already prepared is uncordoned), and
-        say why. The same command goes on later: start requests them again."""
+        """Stop the run before a new wave: give back the requests of every node still pending (of ``nodes`` when
+        given: an admit stops for its own node), so that nothing is cordoned or drained for this run while it
+        stands still (a node already prepared is uncordoned), and say why. The same command goes on later: start
+        requests them again."""
         if self.reconciler is not None:
             self.reconciler.schedule_new = False
         pending = run.in_state(core.PENDING)
+        if nodes is not None:
+            pending = [n for n in pending if n in nodes]
         actions = self.requests.absent(pending) if pending else []
         if actions and not self.requests.wait(actions, is_given_back, self.options.release_timeout, self.reconciler):
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
@@ -731,8 +966,11 @@ class Rolling:
             )
         self._warn_kept(actions)
         withdrawn = sorted(a.node for a in actions if a.action in (DELETED, LEFT))
-        core.withdraw(run, pending)
-        self.save(run)
+        if nodes is None:
+            core.withdraw(run, pending)
+            self.save(run)
+        else:
+            run, _ = self.update(lambda r: core.withdraw(r, pending))
         return {
             "changed": bool(withdrawn),
             "wave": None,
@@ -799,13 +1037,7 @@ class Rolling:
         """Give the requests back and wait until they are gone (the node uncordoned); record them."""
         if not nodes:
             return []
-        actions = self.requests.absent(nodes)
-        gone = self.requests.wait(actions, is_given_back, self.options.release_timeout, self.reconciler)
-        if not gone:
-            left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
-            timeout = self.options.release_timeout
-            raise RequestError(f"Released requests not gone after {timeout:g}s: " + "; ".join(left))
-        self._warn_kept(actions)
+        self._give_back(nodes)
         now = self.clock()
         for node in nodes:
             if node in done:
@@ -813,6 +1045,16 @@ class Rolling:
             else:
                 core.mark_released(run, node, now)
         return list(nodes)
+
+    def _give_back(self, nodes: Sequence[str]) -> None:
+        """Give the nodes' requests back and wait until they are gone (the nodes uncordoned)."""
+        actions = self.requests.absent(nodes)
+        gone = self.requests.wait(actions, is_given_back, self.options.release_timeout, self.reconciler)
+        if not gone:
+            left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
+            timeout = self.options.release_timeout
+            raise RequestError(f"Released requests not gone after {timeout:g}s: " + "; ".join(left))
+        self._warn_kept(actions)
 
     def _warn_kept(self, actions: Sequence[Action]) -> None:
         """A warning for each request given back that the engine keeps for the requestors that joined it: the run

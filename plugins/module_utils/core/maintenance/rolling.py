@@ -406,6 +406,49 @@ def start_wave(run: RunRecord, nodes: Iterable[str], now: float) -> int:
     return wave
 
 
+def admit(run: RunRecord, node: str, now: float, gather: float, since: float | None = None) -> int:
+    """Record ``node``, whose request the scheduler made Ready, as handed to its maintenance tasks, in an admission
+    batch (the record's ``wave``): the latest one while its first node started at most ``gather`` seconds ago,
+    else a new one. Returns the batch. A node already ``maintaining`` keeps its batch (its host asked again).
+    ``since``: when the pass (or look) that found the request Ready began (see :func:`observe`)."""
+    record = run.nodes.get(node)
+    if record is None:
+        raise RollingError(f"{node} is not in the run")
+    if record.state == MAINTAINING and record.wave is not None:
+        return record.wave
+    if record.state != PENDING:
+        raise RollingError(f"{node} is {record.state}, not pending; it cannot be admitted")
+    observe(run, {node: PHASE_READY}, now, since)
+    last = run.last_wave
+    firsts = [r.started for r in run.nodes.values() if last and r.wave == last and r.started is not None]
+    batch = last if firsts and now - min(firsts) <= gather else last + 1
+    record.state, record.wave, record.started = MAINTAINING, batch, now
+    return batch
+
+
+def node_outcome(
+    run: RunRecord, node: str, failure: str | None, now: float, timing: Sequence[float] | None = None
+) -> bool:
+    """Record what the maintenance tasks of one admitted node reported: ``failure`` (its message; None when they
+    passed). A node that passed stays ``maintaining``, with ``finished`` set, until it is Ready and released.
+    Returns False when its outcome is on record already (the same report again changes nothing)."""
+    record = run.nodes.get(node)
+    if record is None:
+        raise RollingError(f"{node} is not in the run")
+    if record.state != MAINTAINING:
+        if record.state in (DONE, FAILED) and record.finished is not None:
+            return False
+        raise RollingError(f"{node} is {record.state}; only an admitted node has an outcome")
+    if record.finished is not None:
+        return False
+    if timing is not None and len(timing) == 2 and timing[0] <= timing[1]:
+        record.began, record.ended = float(timing[0]), float(timing[1])
+    record.finished = now
+    if failure is not None:
+        mark_failed(run, node, failure or "the maintenance failed", now)
+    return True
+
+
 # --------------------------------------------------------------------------------------- outcomes
 @dataclass
 class Outcomes:

@@ -1,0 +1,242 @@
+"""One node at a time: core.admit and core.node_outcome, and Rolling.admit / Rolling.release against the in-memory
+API, with many hosts of one run at the same time (threads) updating one record."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import rolling as core
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import parse_window
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
+    FAILED_REASON,
+    NODE_GONE,
+    WAIT_ADMIT,
+    WAIT_BACK,
+)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import CONFIGMAPS, NODES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from unit.test_engine_maintenance import node
+from unit.test_rolling_engine import CFG, RECORD, Api, rolling
+
+NODES_OF_RUN = [f"n{i}" for i in range(8)]
+
+
+@pytest.fixture
+def api() -> Api:
+    fake = Api()
+    for name in NODES_OF_RUN:
+        fake.add(NODES, node(name))
+    return fake
+
+
+def deferred(api: Api, *nodes: str, **options: Any) -> dict[str, Any]:
+    return rolling(api, **options).start(list(nodes), "release", False, defer_requests=True)
+
+
+# ================================================================================= core
+def run_of(*nodes: str) -> core.RunRecord:
+    run = core.RunRecord("r", "q")
+    core.plan_start(run, list(nodes), 0.0)
+    return run
+
+
+def test_nodes_admitted_within_gather_seconds_of_a_batch_s_first_share_it() -> None:
+    run = run_of("a", "b", "c", "d")
+    assert core.admit(run, "a", 100.0, gather=30) == 1
+    assert core.admit(run, "b", 130.0, gather=30) == 1
+    assert core.admit(run, "c", 131.0, gather=30) == 2  # 31 s after the first of batch 1
+    assert core.admit(run, "d", 140.0, gather=30) == 2
+    assert [run.nodes[n].state for n in "abcd"] == [core.MAINTAINING] * 4
+    assert run.nodes["c"].started == 131.0 and run.nodes["c"].ready == 131.0
+
+
+def test_a_node_admitted_again_keeps_its_batch_and_a_finished_one_is_refused() -> None:
+    run = run_of("a", "b")
+    assert core.admit(run, "a", 1.0, gather=0) == 1
+    assert core.admit(run, "a", 50.0, gather=0) == 1 and run.nodes["a"].started == 1.0
+    core.node_outcome(run, "a", None, 60.0)
+    core.mark_done(run, "a", 61.0)
+    with pytest.raises(core.RollingError, match="a is done, not pending"):
+        core.admit(run, "a", 70.0, gather=0)
+    with pytest.raises(core.RollingError, match="x is not in the run"):
+        core.admit(run, "x", 70.0, gather=0)
+
+
+def test_an_outcome_is_recorded_once_and_only_for_an_admitted_node() -> None:
+    run = run_of("a", "b", "c")
+    with pytest.raises(core.RollingError, match="b is pending; only an admitted node has an outcome"):
+        core.node_outcome(run, "b", None, 5.0)
+    core.admit(run, "a", 1.0, gather=0)
+    core.admit(run, "c", 1.0, gather=0)
+    assert core.node_outcome(run, "a", None, 5.0, (2.0, 4.0)) is True
+    assert run.nodes["a"].state == core.MAINTAINING and run.nodes["a"].finished == 5.0
+    assert (run.nodes["a"].began, run.nodes["a"].ended) == (2.0, 4.0)
+    assert core.node_outcome(run, "a", "late failure", 6.0) is False  # the first report stands
+    assert run.nodes["a"].state == core.MAINTAINING
+    assert core.node_outcome(run, "c", "disk full", 5.0) is True
+    assert run.nodes["c"].state == core.FAILED and run.nodes["c"].message == "disk full"
+    assert core.node_outcome(run, "c", "disk full", 7.0) is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 100)), max_size=30), st.floats(0, 40))
+def test_batches_only_grow_and_each_node_is_admitted_once(steps: list[tuple[int, float]], gather: float) -> None:
+    names = [f"m{i}" for i in range(6)]
+    run = run_of(*names)
+    now = 0.0
+    batches: dict[str, int] = {}
+    last = 0
+    for index, delta in steps:
+        now += delta
+        name = names[index]
+        batch = core.admit(run, name, now, gather)
+        if name in batches:
+            assert batch == batches[name]
+            continue
+        assert batch in (last, last + 1) and batch >= 1
+        first = min(r.started for r in run.nodes.values() if r.wave == batch and r.started is not None)
+        assert now - first <= gather or batch == last + 1
+        batches[name], last = batch, batch
+    assert sorted(run.in_state(core.MAINTAINING)) == sorted(batches)
+
+
+# ================================================================================= engine
+def test_a_deferred_start_requests_nothing_and_admit_makes_the_node_s_request(api: Api) -> None:
+    result = deferred(api, "n0", "n1")
+    assert result["requested"] == [] and result["pending"] == ["n0", "n1"] and api.requests() == []
+    api.auto_ready = True
+    admitted = rolling(api).admit("n0")
+    assert admitted["changed"] is True and admitted["admitted"] is True and admitted["wave"] == 1
+    assert api.request("n0") is not None and api.request("n1") is None
+    assert api.record()["n0"]["state"] == core.MAINTAINING and api.record()["n1"]["state"] == core.PENDING
+    again = rolling(api).admit("n0")
+    assert again["changed"] is False and again["admitted"] is True and again["wave"] == 1
+
+
+def test_admit_waits_for_the_scheduler_and_hands_the_wait_back_with_progress(api: Api) -> None:
+    deferred(api, "n0")
+    waiting = rolling(api, progress_after=3.0).admit("n0")
+    assert waiting["admitted"] is False and waiting["resume"]["phase"] == WAIT_ADMIT
+    assert "n0 waiting for the scheduler" in waiting["waiting"]["message"]
+    assert api.record()["n0"]["state"] == core.PENDING
+    api.set_phase("n0", lc.PHASE_READY)
+    admitted = rolling(api, progress_after=3.0).admit("n0", resume=waiting["resume"])
+    assert admitted["admitted"] is True and admitted["wave"] == 1
+
+
+def test_admit_of_a_node_not_in_the_run_is_an_error(api: Api) -> None:
+    deferred(api, "n0")
+    with pytest.raises(RequestError, match="n5 is not a node of run"):
+        rolling(api).admit("n5")
+
+
+def test_admit_over_the_failure_budget_admits_nothing(api: Api) -> None:
+    deferred(api, "n0", "n1")
+    api.auto_ready = True
+    rolling(api).admit("n0")
+    rolling(api).release("n0", "broken")
+    result = rolling(api).admit("n1")
+    assert result["admitted"] is False and result["abort"] is True and api.request("n1") is None
+
+
+def test_admit_outside_the_window_stops_without_a_request(api: Api) -> None:
+    deferred(api, "n0")
+    closed = parse_window(None, "10:00", "11:00", "UTC")  # the fake clock is at 08:00 UTC
+    result = rolling(api, window=closed).admit("n0")
+    assert result["admitted"] is False and result["stopped"]["reason"] == "window"
+    assert api.request("n0") is None and api.record()["n0"]["state"] == core.PENDING
+
+
+def test_admit_of_a_node_deleted_during_the_run_fails_it(api: Api) -> None:
+    deferred(api, "n0")
+    del api.objects[(NODES.plural, None, "n0")]
+    result = rolling(api).admit("n0")
+    assert result["admitted"] is False and result["failure"] == NODE_GONE
+    assert api.record()["n0"]["state"] == core.FAILED and api.request("n0") is None
+
+
+def test_release_of_a_maintained_node_waits_for_ready_then_gives_the_request_back(api: Api) -> None:
+    deferred(api, "n0")
+    api.auto_ready = True
+    rolling(api).admit("n0")
+    api.set_node_ready("n0", False)
+    waiting = rolling(api, progress_after=3.0).release("n0", None, (1.0, 2.0))
+    assert waiting["resume"]["phase"] == WAIT_BACK and waiting["released"] == []
+    assert api.record()["n0"]["state"] == core.MAINTAINING and api.request("n0") is not None
+    api.set_node_ready("n0", True)
+    done = rolling(api).release("n0", None, resume=waiting["resume"])
+    assert done["released"] == ["n0"] and done["state"] == core.DONE and api.request("n0") is None
+    assert rolling(api).release("n0", None)["changed"] is False
+
+
+def test_release_of_a_failed_node_keeps_it_cordoned_with_requestor_failed(api: Api) -> None:
+    deferred(api, "n0")
+    api.auto_ready = True
+    rolling(api).admit("n0")
+    result = rolling(api).release("n0", "firmware flash failed")
+    assert result["state"] == core.FAILED and result["failure"] == "firmware flash failed"
+    assert result["released"] == [] and api.request("n0") is not None
+    condition = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
+    assert condition is not None and condition["reason"] == FAILED_REASON
+
+
+def test_a_release_before_admit_is_an_error_that_changes_nothing(api: Api) -> None:
+    deferred(api, "n0")
+    writes = api.write_count
+    with pytest.raises(RequestError, match="n0 is pending; only an admitted node has an outcome"):
+        rolling(api).release("n0", None)
+    assert api.write_count == writes
+
+
+def test_an_update_that_meets_conflicts_reads_again_and_keeps_the_others_rows(api: Api) -> None:
+    deferred(api, "n0", "n1")
+    api.auto_ready = True
+    api.conflicts[(CONFIGMAPS.plural, RECORD)] = 3
+    assert rolling(api).admit("n0")["admitted"] is True
+    assert api.record()["n0"]["state"] == core.MAINTAINING
+
+
+def test_an_update_that_always_meets_conflicts_gives_up_and_says_so(api: Api) -> None:
+    deferred(api, "n0")
+    api.auto_ready = True
+    api.conflicts[(CONFIGMAPS.plural, RECORD)] = 1000
+    with pytest.raises(RequestError, match="changed under each of 20 writes; nothing was written"):
+        rolling(api).admit("n0")
+    assert api.record()["n0"]["state"] == core.PENDING
+
+
+def test_hosts_admitting_and_releasing_at_once_lose_no_row_and_admit_each_node_once(api: Api) -> None:
+    deferred(api, *NODES_OF_RUN)
+    api.auto_ready = True
+    admitted: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def host(name: str) -> None:
+        try:
+            for _ in range(2):  # the same host asks twice: one admission
+                admitted.append(rolling(api, max_fail_percentage=100).admit(name))
+            rolling(api, max_fail_percentage=100).release(name, None if name != "n3" else "broken")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=host, args=(name,)) for name in NODES_OF_RUN * 2]  # two hosts per node
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == [] and not any(t.is_alive() for t in threads)
+    assert all(a["admitted"] or a["state"] != core.PENDING for a in admitted)
+    record = api.record()
+    assert {n: record[n]["state"] for n in NODES_OF_RUN} == {
+        n: core.FAILED if n == "n3" else core.DONE for n in NODES_OF_RUN
+    }
+    waves = {a["node"]: a["wave"] for a in admitted if a["admitted"]}
+    assert all(record[n]["wave"] == w for n, w in waves.items())  # every answer names the batch on record
+    assert sorted(a["node"] for a in admitted if a["changed"]) == NODES_OF_RUN  # one admission each
+    assert {o["spec"]["nodeName"] for o in api.requests()} == {"n3"}
+    assert api.obj(CONFIGMAPS, RECORD, CFG) is not None
