@@ -275,7 +275,8 @@ def test_check_mode_next_wave_outside_the_window_or_blocked_would_not_change(
         ),
         (
             {"step": "next_wave", "resume": {"phase": "later", "since": 1.0}},
-            "value of phase must be one of: gate, wave, ready, interrupted, admit_gate, admit, back, got: later found in resume",
+            "value of phase must be one of: gate, wave, ready, interrupted, admit_gate, admit, back, got: later found "
+            "in resume",
         ),
     ],
 )
