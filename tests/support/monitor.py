@@ -25,6 +25,7 @@ class Monitor:
         self.nms: dict[str, dict[str, Any]] = {}
         self.max_in_progress = 0
         self.max_down = 0
+        self.max_requests = 0  # NodeMaintenances present at once, of any phase
         self.ready_seen: set[str] = set()
         self.events = 0
         #: every event seen: (resource plural, event type, name, resourceVersion)
@@ -87,6 +88,7 @@ class Monitor:
         down = {name for name, node in self.nodes.items() if not _available(node)}
         self.max_in_progress = max(self.max_in_progress, len(in_maint))
         self.max_down = max(self.max_down, len(down | in_maint))
+        self.max_requests = max(self.max_requests, len(self.nms))
 
 
 def _available(node: dict[str, Any]) -> bool:
