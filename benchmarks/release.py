@@ -36,13 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import conftest as _collection_path  # noqa: E402,F401 - makes this checkout the nodeops.maintenance collection
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
+from ansible_collections.nodeops.maintenance.plugins.module_utils import rolling_steps as module  # noqa: E402
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (  # noqa: E402
     MAINTENANCE_CONFIGS,
     NODE_MAINTENANCES,
     NODES,
     Client,
 )
-from ansible_collections.nodeops.maintenance.plugins.modules import rolling_maintenance as module  # noqa: E402
 from cluster import kwok, launcher  # noqa: E402
 from cluster.launcher import Cluster, _build_bindir  # noqa: E402
 

@@ -1,7 +1,11 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The action of nodeops.maintenance.rolling_maintenance: runs the module, and while a step hands its wait back
-(``progress_after``), prints what it waits for and runs the step that goes on with it, with ``resume``."""
+(``progress_after``), prints what it waits for and runs the step that goes on with it, with ``resume``.
+
+The steps of one node (``admit`` and ``release``) run on the controller, in this action: their task's host is the
+node under maintenance, not where the API is reached, and hundreds of hosts wait in them at once, which a Python
+process per call would make cost several times the CPU."""
 
 from __future__ import annotations
 
@@ -22,10 +26,31 @@ STEP_OF_WAIT = {
 }
 # What a start did before it handed its wait back: the call that goes on only releases.
 START_KEYS = ("requested", "added", "interrupted", "requeued", "finished", "overrides")
+# The steps that run on the controller.
+CONTROLLER_STEPS = ("admit", "release")
 
 
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.rolling_maintenance"
+
+    def call(self, args: dict[str, Any], task_vars: dict[str, Any] | None) -> dict[str, Any]:
+        if args.get("step") not in CONTROLLER_STEPS:
+            return super().call(args, task_vars)
+        # imported here: the other steps' tasks do not pay for it
+        from ansible_collections.nodeops.maintenance.plugins.module_utils.rolling_steps import ARGUMENT_SPEC, run
+        from ansible_collections.nodeops.maintenance.plugins.plugin_utils.controller_module import (
+            ControllerModule,
+            Ended,
+        )
+
+        environment: dict[str, Any] = {}
+        self._compute_environment_string(environment)
+        check_mode = bool(self._play_context.check_mode)
+        try:
+            run(ControllerModule(ARGUMENT_SPEC, args, check_mode, {k: str(v) for k, v in environment.items()}))
+        except Ended as ended:
+            return ended.result
+        return {"failed": True, "msg": "the step ended without a result"}  # not reached: run() always ends
 
     def again(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         resume = result["resume"]

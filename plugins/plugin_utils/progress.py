@@ -50,6 +50,10 @@ class ProgressAction(K8sAction):
         """The task's result so far and the next call's, as one (``changed`` and the notices are added after)."""
         return result
 
+    def call(self, args: dict[str, Any], task_vars: dict[str, Any] | None) -> dict[str, Any]:
+        """One call: the module, where the task runs."""
+        return self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
+
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._task.async_val:  # one call in the background, which waits to the end without a line
             if "progress_after" in self._task.args:
@@ -57,12 +61,12 @@ class ProgressAction(K8sAction):
             return super().run(tmp, task_vars)
         ActionBase.run(self, tmp, task_vars)  # its checks and set-up, not the one call of Ansible's own action
         args = with_connection_defaults(self, self._task.args, task_vars)
-        result = self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
+        result = self.call(args, task_vars)
         calls = 1
         while "resume" in result and not result.get("failed") and calls < MAX_CALLS:
             display.display(f"{self._task.get_name()}: {self.message(result)}")
             args = self.again(args, result)
-            following = self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
+            following = self.call(args, task_vars)
             calls += 1
             combined = self.combine(result, following)
             combined["changed"] = bool(result.get("changed")) or bool(following.get("changed"))

@@ -1,7 +1,7 @@
 """The steps admit and release of rolling_maintenance on the real cluster, as the one-play flow uses them: a
 start that records the targets and requests none, then one play whose hosts each drive their own node (admit,
 the maintenance, release) with ``host_pinned``, while a watch checks the limits. Each host's steps update the
-run's one record at the same time as the others'."""
+run's one record at the same time as the others', and run on the controller: the hosts cannot be reached."""
 
 from __future__ import annotations
 
@@ -80,8 +80,11 @@ def playbook(engine: Engine, tmp_path: Path, selector: str, tasks: Path, run_id:
                         "name": "{{ item }}",
                         "groups": ["run_nodes"],
                         "nodeops_node_name": "{{ item }}",
-                        "ansible_connection": "local",
-                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        # a host no one can reach: the steps of each node run on the controller, and the
+                        # maintenance tasks of this test are delegated to it
+                        "ansible_host": "192.0.2.1",
+                        "ansible_connection": "ssh",
+                        "ansible_ssh_timeout": 1,
                     },
                     "loop": "{{ started.pending }}",
                     "changed_when": False,

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ansible.plugins.action import ActionBase
 from ansible_collections.nodeops.maintenance.plugins.action import rolling_maintenance as action
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines import rolling as engine
-from support.action_runs import run_action
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
+from support.action_runs import Task, Templar, run_action
 
 TASK = "Release the wave's nodes and wait for the next wave"
 
@@ -121,3 +123,56 @@ def test_the_warnings_of_every_call_reach_the_task(monkeypatch: pytest.MonkeyPat
     result, _calls, _lines = run(monkeypatch, {"step": "next_wave"}, answers)
     assert result["warnings"] == ["a reconcile pass waited for the Lease", "another"]
     assert result["deprecations"] == [{"msg": "d"}] and "resume" not in result
+
+
+# ============================================================================== the steps of one node
+class PlayContext:
+    check_mode = False
+
+
+def on_controller(monkeypatch: pytest.MonkeyPatch, api: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The action's result for a step of one node, run in the action against the in-memory ``api``: the module
+    is never run where the task runs."""
+    from ansible_collections.nodeops.maintenance.plugins.plugin_utils import controller_module
+
+    def no_module(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("the module ran where the task runs")
+
+    monkeypatch.setattr(controller_module.ControllerModule, "client", property(lambda self: api))
+    plugin = action.ActionModule.__new__(action.ActionModule)
+    plugin._task = Task(args, "Admit")  # type: ignore[assignment]
+    plugin._templar = Templar()  # type: ignore[assignment]
+    plugin._play_context = PlayContext()  # type: ignore[assignment]
+    monkeypatch.setattr(plugin, "_execute_module", no_module, raising=False)
+    monkeypatch.setattr(plugin, "_compute_environment_string", lambda out=None: "", raising=False)
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    return plugin.run(task_vars={})
+
+
+def test_the_steps_of_one_node_run_in_the_action_on_the_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unit.test_engine_maintenance import NS
+    from unit.test_rolling_engine import CFG, REQUESTOR, RUN, Api, node
+    from unit.test_rolling_engine import rolling as make_rolling
+
+    api = Api()
+    api.add(NODES, node("n0"))
+    make_rolling(api).start(["n0"], "release", False, defer_requests=True)
+    api.auto_ready = True
+    settings = {"run_id": RUN, "requestor": REQUESTOR, "namespace": NS, "config_namespace": CFG}
+    admitted = on_controller(monkeypatch, api, {"step": "admit", "node": "n0", "engine": "operator", **settings})
+    assert admitted.get("failed") is not True, admitted
+    assert admitted["admitted"] is True and admitted["wave"] == 1 and admitted["changed"] is True
+    released = on_controller(monkeypatch, api, {"step": "release", "node": "n0", "engine": "operator", **settings})
+    assert released["state"] == "done" and released["released"] == ["n0"]
+
+
+def test_a_misspelt_option_of_a_step_on_the_controller_is_named_and_nothing_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from unit.test_rolling_engine import Api
+
+    api = Api()
+    result = on_controller(monkeypatch, api, {"step": "admit", "nod": "n0", "run_id": "r"})
+    assert result["failed"] is True
+    assert "nod" in result["msg"] and "did you mean node?" in result["msg"], result["msg"]
+    assert api.write_count == 0 and api.lists == 0

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils import rolling_steps
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import CONFIGMAPS, NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
@@ -192,12 +193,12 @@ OPEN = {"start": "08:00", "end": "09:00", "time_zone": "UTC"}
 @pytest.fixture
 def clocked(api: Api, monkeypatch: pytest.MonkeyPatch) -> Api:
     """The module's runs on the fake API's clock."""
-    real = rolling_maintenance.Rolling
+    real = rolling_steps.Rolling
 
     def on_fake_clock(client: Any, options: Any, **given: Any) -> Any:
         return real(client, options, clock=api.clock, monotonic=api.clock, **given)
 
-    monkeypatch.setattr(rolling_maintenance, "Rolling", on_fake_clock)
+    monkeypatch.setattr(rolling_steps, "Rolling", on_fake_clock)
     return api
 
 
