@@ -142,7 +142,8 @@ def playbook(
         "PROFILE_TASKS_SUMMARY_ONLY": "true",
         **({"ANSIBLE_COLLECTIONS_PATH": str(collections.resolve())} if collections else {}),
     }
-    cmd = [str(BIN / "ansible-playbook"), f"nodeops.maintenance.{name}", "-f", str(forks), "-e", json.dumps(extra)]
+    target = name if name.endswith(".yml") else f"nodeops.maintenance.{name}"
+    cmd = [str(BIN / "ansible-playbook"), target, "-f", str(forks), "-e", json.dumps(extra)]
     began = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -259,6 +260,47 @@ def maintenance_tasks(args: argparse.Namespace, workdir: Path) -> str:
     return str(path)
 
 
+def slot_idle(records: list[dict[str, Any]], key: str = "admitted") -> list[float]:
+    """For each node released while others were still to come: from its release to the next admission (the
+    scheduler's slot standing idle, as the run saw it), or with ``key="started"`` to the next node handed to its
+    maintenance tasks (in waves, an admitted node waits for its wave)."""
+    backs = sorted(rfc3339.to_epoch(r["back"]) for r in records if r.get("back"))
+    admissions = sorted(rfc3339.to_epoch(r[key]) for r in records if r.get(key))
+    out = []
+    for back in backs:
+        later = [a for a in admissions if a >= back]
+        if later:
+            out.append(later[0] - back)
+    return out
+
+
+def one_play(args: argparse.Namespace, workdir: Path, run_id: str, engine: str) -> Path:
+    """The one-play shape (tests/support/one_play.py) with the settings the waves get below."""
+    from support import one_play as shape
+
+    steps = {
+        "run_id": run_id,
+        "engine": engine,
+        "namespace": "default",
+        "config_namespace": CONFIG_NAMESPACE,
+        "drain_spec": {"force": True, "timeout_seconds": 300},
+        "gather_seconds": 5,
+        "requestor": "rolling-maintenance.nodeops.io",  # the playbook's default
+    }
+    tasks = maintenance_tasks(args, workdir)
+    tasks = tasks if tasks.startswith("/") else str(ROOT / "playbooks" / tasks)
+    plays = shape.plays(
+        steps,
+        {"node_selector": "bench=rolling"},
+        tasks,
+        limits={"maxParallelOperations": args.mpo, "maxUnavailable": args.mpo},
+        play_vars={"rolling_simulated_reboot_seconds": args.reboot, "rolling_node_ready_timeout": 600},
+    )
+    path = workdir / "one_play.yml"
+    path.write_text(json.dumps(plays))
+    return path
+
+
 def run_engine(
     cluster: Cluster,
     api: k8s.ApiClient,
@@ -267,11 +309,13 @@ def run_engine(
     args: argparse.Namespace,
     workdir: Path,
     collections: Path | None = None,
+    shape: str = "waves",
 ) -> dict[str, Any]:
     """One rolling maintenance of every node with ``engine`` (and the collection in ``collections``, by default
-    this checkout); prints its waves and returns its figures."""
+    this checkout) in the ``shape`` of playbook: the rolling playbook's waves, or one play (``one-play``); prints
+    its waves (admission batches in one play) and returns its figures."""
     add_pods(api, nodes, args.pods_per_node)
-    run_id = f"bench-{engine}-{int(time.time())}"
+    run_id = f"bench-{engine}-{shape}-{int(time.time())}"
     extra = {
         "rolling_run_id": run_id,
         "rolling_engine": engine,
@@ -283,11 +327,15 @@ def run_engine(
         "rolling_drain_spec": {"force": True, "timeout_seconds": 300},
         "rolling_gather_seconds": 5,
     }
-    log = workdir / f"rolling-{engine}{'-compared' if collections else ''}.log"
+    log = workdir / f"rolling-{engine}-{shape}{'-compared' if collections else ''}.log"
     usage: dict[str, Any] | None = {} if args.rusage else None
     load_before = os.getloadavg()
     began = time.time()
-    total = playbook(cluster, "rolling_maintenance", extra, args.forks or args.mpo, log, usage, collections)
+    if shape == "one-play":  # a host waiting for each slot beside the one in it: twice the forks
+        path = str(one_play(args, workdir, run_id, engine))
+        total = playbook(cluster, path, {}, args.forks or 2 * args.mpo, log, usage, collections)
+    else:
+        total = playbook(cluster, "rolling_maintenance", extra, args.forks or args.mpo, log, usage, collections)
     ended = time.time()
     load_after = os.getloadavg()
     cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
@@ -295,7 +343,9 @@ def run_engine(
     size = record_size(cm.data)
     assert all(r["state"] == "done" for r in records), "not every node is done"
     table = waves(records, began, ended)
-    print(f"\n== engine {engine}" + (f", the collection in {collections}" if collections else ", this checkout"))
+    print(
+        f"\n== engine {engine}, {shape}" + (f", the collection in {collections}" if collections else ", this checkout")
+    )
     print(f"{'wave':>4} {'nodes':>5} {'drain':>7} {'maint.':>7} {'release':>7} {'cycle':>7} {'overhead':>8}")
     for w in table:
         print(
@@ -322,8 +372,22 @@ def run_engine(
     print(f"load average (1, 5, 15 min) before the run {fmt_load(load_before)}, after {fmt_load(load_after)}")
     if usage is not None:
         print_usage(usage, len(records))
+    idle = slot_idle(records) or [0.0]
+    unused = slot_idle(records, "started") or [0.0]
+    print(
+        f"slot idle (a release to the next admission): median {statistics.median(idle):.2f}s, max {max(idle):.2f}s; "
+        f"to the next maintenance start: median {statistics.median(unused):.2f}s, max {max(unused):.2f}s"
+    )
     overhead = [w["overhead"] for w in table]
-    return {"total": total, "waves": len(table), "table": table, "overhead": overhead, "usage": usage}
+    return {
+        "total": total,
+        "waves": len(table),
+        "table": table,
+        "overhead": overhead,
+        "usage": usage,
+        "idle": idle,
+        "unused": unused,
+    }
 
 
 def fmt_load(load: tuple[float, float, float]) -> str:
@@ -366,6 +430,21 @@ def print_comparison(compared: dict[str, Any], this: dict[str, Any], nodes: int)
         print(line)
 
 
+def print_shapes(waved: dict[str, Any], played: dict[str, Any], nodes: int) -> None:
+    print("\n== the same maintenance of the same nodes: the rolling playbook's waves (first), then one play")
+    for label, run in (("waves", waved), ("one play", played)):
+        line = (
+            f"{label:>9}: total {run['total']:.1f}s; slot idle median {statistics.median(run['idle']):.2f}s, "
+            f"max {max(run['idle']):.2f}s; a release to the next maintenance start median "
+            f"{statistics.median(run['unused']):.2f}s, max {max(run['unused']):.2f}s"
+        )
+        if run["usage"]:
+            cpu = run["usage"]["user"] + run["usage"]["system"]
+            line += f"; {cpu * 1000 / nodes:.0f} CPU-s per 1000 nodes"
+        print(line)
+    print(f"one play against the waves: {waved['total'] / played['total']:.2f}x faster end to end")
+
+
 def wait_pods_gone(api: k8s.ApiClient) -> None:
     """The bare pods the last run drained are deleted before the next run makes them again."""
     core = k8s.CoreV1Api(api)
@@ -394,6 +473,13 @@ def main() -> int:
         type=Path,
         help="first the same run (built-in engine) with the collection in this directory (it holds "
         "ansible_collections/nodeops/maintenance), then with this checkout, on the same cluster",
+    )
+    parser.add_argument(
+        "--shape",
+        choices=("waves", "one-play", "both"),
+        default="waves",
+        help="the rolling playbook's waves, one play in which each host drives its node (tests/support/one_play.py, "
+        "twice --mpo forks by default), or both on the same cluster, waves first",
     )
     parser.add_argument(
         "--engine",
@@ -436,7 +522,14 @@ def main() -> int:
                 assert operator_binary is not None
                 wait_pods_gone(api)
                 cluster.start_nvidia_operator(operator_binary)
-            results[engine] = run_engine(cluster, api, engine, nodes, args, workdir)
+            if args.shape == "both":
+                waved = run_engine(cluster, api, engine, nodes, args, workdir)
+                wait_pods_gone(api)
+                played = run_engine(cluster, api, engine, nodes, args, workdir, shape="one-play")
+                print_shapes(waved, played, args.nodes)
+                results[engine] = played
+            else:
+                results[engine] = run_engine(cluster, api, engine, nodes, args, workdir, shape=args.shape)
         if args.compare:
             print_comparison(compared, results["builtin"], args.nodes)
         if len(results) == 2:

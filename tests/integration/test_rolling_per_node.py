@@ -24,6 +24,7 @@ from integration.test_rolling import (
     tasks_file,
     unique,
 )
+from support import one_play
 from support.ansible_cli import BIN
 from support.engines import Engine
 from support.monitor import Monitor
@@ -45,96 +46,22 @@ def playbook(engine: Engine, tmp_path: Path, selector: str, tasks: Path, run_id:
         "wave_timeout": 120,
         "node_ready_timeout": 60,
     }
-    plays = [
-        {
-            "name": "Record the run",
-            "hosts": "localhost",
-            "connection": "local",
-            "gather_facts": False,
-            "module_defaults": {"nodeops.maintenance.rolling_maintenance": steps},
-            "tasks": [
-                {
-                    "name": "Write the limits",
-                    "nodeops.maintenance.apply": {
-                        "definition": {
-                            "apiVersion": "maintenance.nvidia.com/v1alpha1",
-                            "kind": "MaintenanceOperatorConfig",
-                            "metadata": {"name": "default", "namespace": engine.config_namespace},
-                            "spec": {"maxParallelOperations": 2, "maxUnavailable": 3},
-                        },
-                        "force_conflicts": True,
-                    },
-                },
-                {
-                    "name": "Record the targets",
-                    "nodeops.maintenance.rolling_maintenance": {
-                        "step": "start",
-                        "node_selector": selector,
-                        "defer_requests": True,
-                    },
-                    "register": "started",
-                },
-                {
-                    "name": "A host per node",
-                    "ansible.builtin.add_host": {
-                        "name": "{{ item }}",
-                        "groups": ["run_nodes"],
-                        "nodeops_node_name": "{{ item }}",
-                        # a host no one can reach: the steps of each node run on the controller, and the
-                        # maintenance tasks of this test are delegated to it
-                        "ansible_host": "192.0.2.1",
-                        "ansible_connection": "ssh",
-                        "ansible_ssh_timeout": 1,
-                    },
-                    "loop": "{{ started.pending }}",
-                    "changed_when": False,
-                },
-            ],
-        },
-        {
-            "name": "Each host drives its node",
-            "hosts": "run_nodes",
-            "strategy": "ansible.builtin.host_pinned",
-            "gather_facts": False,
-            "module_defaults": {"nodeops.maintenance.rolling_maintenance": steps},
-            "vars": {"rolling_simulated_reboot_seconds": 2, "rolling_node_ready_timeout": 60},
-            "tasks": [
-                {
-                    "name": "Wait for the scheduler",
-                    "nodeops.maintenance.rolling_maintenance": {"step": "admit", "node": "{{ nodeops_node_name }}"},
-                    "register": "admitted",
-                },
-                {
-                    "name": "The maintenance",
-                    "when": "admitted.admitted",
-                    "block": [
-                        {"name": "Note the start", "ansible.builtin.set_fact": {"began": "{{ now().timestamp() }}"}},
-                        {"name": "Run it", "ansible.builtin.include_tasks": str(tasks)},
-                        {
-                            "name": "Release",
-                            "nodeops.maintenance.rolling_maintenance": {
-                                "step": "release",
-                                "node": "{{ nodeops_node_name }}",
-                                "timing": ["{{ began }}", "{{ now().timestamp() }}"],
-                            },
-                        },
-                    ],
-                    "rescue": [
-                        {
-                            "name": "Release as failed",
-                            "nodeops.maintenance.rolling_maintenance": {
-                                "step": "release",
-                                "node": "{{ nodeops_node_name }}",
-                                "failure": "{{ ansible_failed_result.msg | default('failed') }}",
-                            },
-                        }
-                    ],
-                },
-            ],
-        },
-    ]
+    # a host no one can reach: the steps of each node run on the controller, and the maintenance tasks of this
+    # test are delegated to it
+    unreachable = {"ansible_host": "192.0.2.1", "ansible_connection": "ssh", "ansible_ssh_timeout": 1}
     path = tmp_path / "one_play.yml"
-    path.write_text(json.dumps(plays))
+    path.write_text(
+        json.dumps(
+            one_play.plays(
+                steps,
+                {"node_selector": selector},
+                str(tasks),
+                limits={"maxParallelOperations": 2, "maxUnavailable": 3},
+                host_vars=unreachable,
+                play_vars={"rolling_simulated_reboot_seconds": 2, "rolling_node_ready_timeout": 60},
+            )
+        )
+    )
     return path
 
 
