@@ -10,14 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from integration import test_rolling as rolling_tests
 from integration.test_maintenance_acceptance import api_client
 from integration.test_rolling import (
     BUILTIN_ONLY,
     REQUESTOR,
     cordoned,
-    crds,  # noqa: F401 - a fixture of fleet
     env,
-    fleet,  # noqa: F401 - a fixture
     maintained,
     our_requests,
     record,
@@ -30,6 +29,10 @@ from support.engines import Engine
 from support.monitor import Monitor
 
 pytestmark = pytest.mark.integration
+
+# the fixtures of test_rolling.py (a fleet of six labelled nodes with pods; the CRDs it needs)
+crds = rolling_tests.crds
+fleet = rolling_tests.fleet
 
 FORKS = 3  # hosts (and so requests) at once: more than maxParallelOperations, fewer than the nodes
 
@@ -77,7 +80,7 @@ def play(engine: Engine, path: Path) -> str:
 @BUILTIN_ONLY
 def test_hosts_that_drive_their_own_nodes_maintain_each_once_within_the_limits(
     engine: Engine,
-    fleet: tuple[str, list[str]],  # noqa: F811 - the fixture imported above
+    fleet: tuple[str, list[str]],
     tmp_path: Path,
 ) -> None:
     api, namespace = engine.api, engine.namespace

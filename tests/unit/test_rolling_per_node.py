@@ -218,7 +218,7 @@ def test_hosts_admitting_and_releasing_at_once_lose_no_row_and_admit_each_node_o
 
     def host(name: str) -> None:
         try:
-            for _ in range(2):  # the same host asks twice: one admission
+            for _attempt in range(2):  # the same host asks twice: one admission
                 admitted.append(rolling(api, max_fail_percentage=100).admit(name))
             rolling(api, max_fail_percentage=100).release(name, None if name != "n3" else "broken")
         except BaseException as exc:

@@ -678,7 +678,7 @@ class Rolling:
             if phases[node] is None and node not in deleting:
                 if self._gone([node], [node], report, first=first):
                     self.requests.absent([node])
-                    run, _ = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))
+                    run = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))[0]
                     return {**self._admitted(run, node, changed=True), "failure": NODE_GONE}
                 self.requests.present([node], checked=True)
                 phases, objects, deleting = self._look([node])
@@ -760,7 +760,7 @@ class Rolling:
                     self._mark_failed_request(node, record.message)
                 return self._released(run, node, changed, [])
             self._give_back([node])
-            run, _ = self.update(lambda r: core.mark_released(r, node, self.clock()))
+            run = self.update(lambda r: core.mark_released(r, node, self.clock()))[0]
             return self._released(run, node, True, [node])
         if record.state != core.MAINTAINING:
             raise RequestError(f"{node} is {record.state} in run {opts.run_id!r}; only an admitted node is released.")
@@ -778,15 +778,15 @@ class Rolling:
                 nodes_not_ready=left,
             )
         if not_back:
-            run, _ = self.update(lambda r: core.mark_failed(r, node, not_back[node], self.clock()))
+            run = self.update(lambda r: core.mark_failed(r, node, not_back[node], self.clock()))[0]
             if not opts.release_failed:
                 self._mark_failed_request(node, not_back[node])
                 return self._released(run, node, True, [])
         self._give_back([node])
         if not_back:
-            run, _ = self.update(lambda r: core.mark_released(r, node, self.clock()))
+            run = self.update(lambda r: core.mark_released(r, node, self.clock()))[0]
         else:
-            run, _ = self.update(lambda r: core.mark_done(r, node, self.clock()))
+            run = self.update(lambda r: core.mark_done(r, node, self.clock()))[0]
         return self._released(run, node, True, [node])
 
     def _released(self, run: core.RunRecord, node: str, changed: bool, released: list[str]) -> dict[str, Any]:
@@ -970,7 +970,7 @@ class Rolling:
             core.withdraw(run, pending)
             self.save(run)
         else:
-            run, _ = self.update(lambda r: core.withdraw(r, pending))
+            run = self.update(lambda r: core.withdraw(r, pending))[0]
         return {
             "changed": bool(withdrawn),
             "wave": None,
