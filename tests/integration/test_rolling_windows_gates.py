@@ -108,6 +108,9 @@ def test_the_gates_block_the_first_wave_each_named_and_nothing_is_cordoned(
             "rolling_gate_alert_filter": "NodeopsTest.*",
             "rolling_gate_tasks": str(gate),
             **FAST_GATES,
+            # time for a second check of the gate tasks on a busy machine, where one check may take seconds (the
+            # failure of the gate tasks stops the run at the next_wave step at once, whatever this says)
+            "rolling_gate_timeout": 10,
         }
         out = run(with_vars(command(engine, "", tasks, "gates"), variables), expect_rc=2)
     assert "checking again in 0.5s" in out  # the gate tasks ran more than once
