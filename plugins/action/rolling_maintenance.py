@@ -9,6 +9,7 @@ process per call would make cost several times the CPU."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress import ProgressAction
@@ -33,6 +34,15 @@ CONTROLLER_STEPS = ("admit", "release")
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.rolling_maintenance"
 
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self._task.async_val and self._task.args.get("step") in CONTROLLER_STEPS:
+            return {
+                "failed": True,
+                "msg": "step=admit and step=release run on the controller and wait in the task (with progress "
+                "lines, see progress_after); they do not take async.",
+            }
+        return super().run(tmp, task_vars)
+
     def call(self, args: dict[str, Any], task_vars: dict[str, Any] | None) -> dict[str, Any]:
         if args.get("step") not in CONTROLLER_STEPS:
             return super().call(args, task_vars)
@@ -43,11 +53,13 @@ class ActionModule(ProgressAction):
             Ended,
         )
 
+        # The task's environment, for the client as a module process started by the task would see it: this is
+        # the worker process Ansible forked for this task and host, and it ends with the task.
         environment: dict[str, Any] = {}
         self._compute_environment_string(environment)
-        check_mode = bool(self._play_context.check_mode)
+        os.environ.update({str(k): str(v) for k, v in environment.items()})
         try:
-            run(ControllerModule(ARGUMENT_SPEC, args, check_mode, {k: str(v) for k, v in environment.items()}))
+            run(ControllerModule(ARGUMENT_SPEC, args, bool(self._play_context.check_mode)))
         except Ended as ended:
             return ended.result
         return {"failed": True, "msg": "the step ended without a result"}  # not reached: run() always ends

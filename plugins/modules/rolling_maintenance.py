@@ -36,8 +36,13 @@ description:
     made it Ready, and records it as V(maintaining) in an admission batch (RV(wave)), the nodes admitted within
     O(gather_seconds) of the batch's first. O(step=release) takes that node's outcome (O(failure)), waits until
     it is Ready in Kubernetes and releases it, as O(step=finish) does for a wave. Each updates only its node's
-    row of the record, with a conditional write tried again when another host wrote in between; a node is
-    admitted once (O(step=admit) for a node admitted already returns it as admitted and changes nothing).
+    row of the record, with a conditional write tried again when another host wrote in between. A node is handed
+    to its maintenance once. O(step=admit) for a node admitted earlier, by this host or another, returns
+    RV(admitted=false) and changes nothing; a node a killed run left V(maintaining) is the next O(step=start)'s
+    (O(interrupted)). O(step=admit) checks the gates once, before it makes the request, and the window before
+    each pass. It admits no node once the run's failures are over O(max_fail_percentage), also when they go over
+    while it waits; then, and when it times out (O(wave_timeout)), it gives the node's request back and leaves
+    the node V(pending).
   - O(step=admit) and O(step=release) run on the controller, in the module's action, whatever the task's host and
     connection (the host is the node under maintenance; no C(delegate_to) is needed). The connection options, a
     C(kubeconfig) path included, and the task's C(environment) (C(K8S_AUTH_*), C(KUBECONFIG)) are the
@@ -570,9 +575,10 @@ node:
   type: str
 admitted:
   description:
-    - With O(step=admit), whether the node is handed to its maintenance tasks now (V(maintaining), no outcome yet).
-      False when it is finished already (RV(state)), the failures are over O(max_fail_percentage) (RV(abort)),
-      or the window or a gate stopped it (RV(stopped)); run no maintenance then.
+    - With O(step=admit), whether this call handed the node to its maintenance tasks (V(maintaining)). False when
+      it was admitted earlier, by this host or another, or is finished (RV(state)), when the failures are over
+      O(max_fail_percentage) (RV(abort)), or when the window or a gate stopped it (RV(stopped)); run no
+      maintenance then.
   returned: success and O(step=admit)
   type: bool
 state:

@@ -2,25 +2,28 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stand-in for K8sModule inside an action, for the steps that run on the controller itself: the same
 parameters (checked against the module's argument spec), the same client and the same way to end, without a
-Python process per call. ``exit_json`` and ``fail_json`` raise :class:`Ended`, which holds the result."""
+Python process per call. ``exit_json`` and ``fail_json`` raise :class:`Ended`, which holds the result, with the
+values of no_log options and the secrets of an inline kubeconfig masked as AnsibleModule masks them.
+
+The client reads the connection's environment (``K8S_AUTH_*``, ``KUBECONFIG``, what exec credential plugins
+read) from the process: the action applies the task's ``environment`` to the worker process that runs the task
+(Ansible forks one per task and host), as a module process started by that task would see it."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.parameters import remove_values
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strict import option_hints
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
-    AUTH_ARG_SPEC,
-    Client,
-    auth_params_from_env,
-    load_configuration,
-)
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import AUTH_ARG_SPEC, Client
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import auth_argument_spec
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import (
+    auth_argument_spec,
+    kubeconfig_secrets,
+)
 
 
 class Ended(Exception):
@@ -33,25 +36,23 @@ class Ended(Exception):
 
 class ControllerModule:
     """What the steps use of a K8sModule: ``params``, ``check_mode``, ``client``, ``warn``, ``set_pool_size``,
-    ``exit_json``, ``fail_json`` and ``fail_error``. ``environment``: the task's ``environment`` (its K8S_AUTH_*
-    variables and KUBECONFIG count as they would for the module)."""
+    ``exit_json``, ``fail_json`` and ``fail_error``."""
 
-    def __init__(
-        self,
-        argument_spec: dict[str, Any],
-        args: Mapping[str, Any],
-        check_mode: bool,
-        environment: Mapping[str, str] | None = None,
-    ) -> None:
+    def __init__(self, argument_spec: dict[str, Any], args: Mapping[str, Any], check_mode: bool) -> None:
         self.check_mode = check_mode
-        self.environment = {**os.environ, **(environment or {})}
         self.warnings: list[str] = []
+        self.deprecations: list[dict[str, Any]] = []
         self._pool_size = 10
         self._client: Client | None = None
+        self.params: dict[str, Any] = {}
         spec = {**auth_argument_spec(), **argument_spec}
         validation = ArgumentSpecValidator(spec).validate(dict(args))
+        self.no_log_values: set[str] = set(validation._no_log_values)
+        self.no_log_values.update(kubeconfig_secrets(dict(args).get("kubeconfig")))
+        for warning in validation._warnings:
+            self.warn(f"Both option {warning['option']} and its alias {warning['alias']} are set.")
+        self.deprecations = list(validation._deprecations)
         if validation.error_messages:  # an unknown option named first, with the one it most likely stands for
-            self.params: dict[str, Any] = {}
             self.fail_json(msg=" ".join([*option_hints(spec, dict(args)), "; ".join(validation.error_messages)]))
         self.params = validation.validated_parameters
 
@@ -59,11 +60,8 @@ class ControllerModule:
     def client(self) -> Client:
         if self._client is None:
             params = {name: self.params.get(name) for name in AUTH_ARG_SPEC}
-            if params.get("kubeconfig") is None and self.environment.get("KUBECONFIG"):
-                params["kubeconfig"] = self.environment["KUBECONFIG"]
             try:
-                configuration = load_configuration(auth_params_from_env(params, self.environment))
-                self._client = Client(configuration, pool_size=self._pool_size)
+                self._client = Client.from_params(params, pool_size=self._pool_size)
             except K8sError as exc:
                 self.fail_error(exc)
         return self._client
@@ -79,7 +77,9 @@ class ControllerModule:
         result.setdefault("changed", False)
         if self.warnings:
             result["warnings"] = list(self.warnings)
-        raise Ended(result)
+        if self.deprecations:
+            result["deprecations"] = list(self.deprecations)
+        raise Ended(remove_values(result, self.no_log_values))
 
     def fail_json(self, msg: Any, **result: Any) -> NoReturn:
         self.exit_json(**result, failed=True, msg=str(msg))

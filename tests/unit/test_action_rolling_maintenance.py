@@ -176,3 +176,32 @@ def test_a_misspelt_option_of_a_step_on_the_controller_is_named_and_nothing_runs
     assert result["failed"] is True
     assert "nod" in result["msg"] and "did you mean node?" in result["msg"], result["msg"]
     assert api.write_count == 0 and api.lists == 0
+
+
+def test_a_step_on_the_controller_masks_secrets_as_a_module_does() -> None:
+    from ansible_collections.nodeops.maintenance.plugins.module_utils.rolling_steps import ARGUMENT_SPEC
+    from ansible_collections.nodeops.maintenance.plugins.plugin_utils.controller_module import (
+        ControllerModule,
+        Ended,
+    )
+
+    inline = {"users": [{"name": "u", "user": {"token": "t0ken-value"}}]}
+    module = ControllerModule(
+        ARGUMENT_SPEC,
+        {"step": "admit", "node": "n0", "run_id": "r", "requestor": "q", "api_key": "s3cr3t-key", "kubeconfig": inline},
+        check_mode=False,
+    )
+    module.warn("the server said s3cr3t-key and t0ken-value")
+    with pytest.raises(Ended) as ended:
+        module.fail_json(msg="refused s3cr3t-key")
+    text = repr(ended.value.result)
+    assert "s3cr3t-key" not in text and "t0ken-value" not in text and "********" in text
+
+
+def test_the_steps_of_one_node_refuse_async(monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = action.ActionModule.__new__(action.ActionModule)
+    task = Task({"step": "admit", "node": "n0", "run_id": "r"}, "Admit")
+    task.async_val = 60  # type: ignore[misc]
+    plugin._task = task  # type: ignore[assignment]
+    result = plugin.run(task_vars={})
+    assert result["failed"] is True and "do not take async" in result["msg"]

@@ -11,6 +11,7 @@ maintenance tasks start, and a node is released only after its outcome is record
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -66,6 +67,7 @@ STEP_OF_WAIT = {
 }
 # How often a record update is tried again when the record changed in between (the other hosts of the run)
 UPDATE_ATTEMPTS = 20
+UPDATE_BACKOFF = 0.2  # the longest pause (seconds, at random up to it) before an update is tried again
 NAMES_SHOWN = 5  # nodes a progress message names
 T = TypeVar("T")
 NODE_GONE = "its Node object is gone (deleted during the run, before its wave); it was not maintained"
@@ -209,7 +211,9 @@ class Rolling:
         ``mutate`` checks holds when it is written). Returns the record as written and what ``mutate`` returned;
         :attr:`wrote` says whether it wrote."""
         self.wrote = False
-        for _attempt in range(UPDATE_ATTEMPTS):
+        for attempt in range(UPDATE_ATTEMPTS):
+            if attempt:  # apart from the others that met the same Conflict
+                self._waiter.wait(random.uniform(0, min(UPDATE_BACKOFF, 0.01 * 2**attempt)))
             run = self.load()
             before = run.to_data()
             try:
@@ -652,10 +656,10 @@ class Rolling:
         record = run.nodes.get(node)
         if record is None:
             raise RequestError(f"{node} is not a node of run {opts.run_id!r}; a start step adds the targets first.")
-        if record.state != core.PENDING:  # admitted already (its host asked again), or finished
+        if record.state != core.PENDING:  # admitted already (once: its maintenance is not run again), or finished
             return self._admitted(run, node, changed=False)
         if core.fail_budget(run, opts.max_fail_percentage).exceeded:
-            return self._admitted(run, node, changed=False, abort=True)
+            return self._give_up(node, abort=True)
         gate_report: dict[str, Any] = {}
         if resume is None or resume.get("phase") != WAIT_ADMIT:
             since = self._since(resume, WAIT_ADMIT_GATE)
@@ -686,10 +690,21 @@ class Rolling:
             first = False
             if phases[node] in core.DRAINED_PHASES:
                 now = self.clock()
-                run, batch = self.update(partial(core.admit, node=node, now=now, gather=opts.gather, since=began))
-                return {**self._admitted(run, node, changed=self.wrote), "gates": gate_report, "wave": batch}
+                take = partial(
+                    core.admit,
+                    node=node,
+                    now=now,
+                    gather=opts.gather,
+                    since=began,
+                    max_fail_percentage=opts.max_fail_percentage,
+                )
+                run, batch = self.update(take)
+                if batch is None and run.nodes[node].state == core.PENDING:  # the failures went over the budget
+                    return self._give_up(node, abort=True)
+                return {**self._admitted(run, node, changed=self.wrote, admitted=self.wrote), "gates": gate_report}
             if self.monotonic() >= deadline:
                 why = self.requests.explain(self._action(node, objects.get(node) or deleting.get(node)))
+                self._give_up(node)  # no request left for the scheduler to prepare with no one waiting for it
                 raise RequestError(
                     f"{node} (run {opts.run_id!r}) did not become ready for its maintenance within "
                     f"{opts.wave_timeout:g}s: {why}"
@@ -715,10 +730,19 @@ class Rolling:
                 )
             self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
 
-    def _admitted(self, run: core.RunRecord, node: str, changed: bool, abort: bool = False) -> dict[str, Any]:
-        """What admit returns for ``node`` as the record has it: admitted (``maintaining``), or not (why)."""
+    def _give_up(self, node: str, abort: bool = False) -> dict[str, Any]:
+        """Give the request of a node that will not be admitted now back (waiting until it is gone: the node
+        uncordoned) and leave the node pending, as a stop does; what admit returns then."""
+        self._give_back([node])
+        run = self.update(lambda r: core.withdraw(r, [node]))[0]
+        return self._admitted(run, node, changed=self.wrote, abort=abort)
+
+    def _admitted(
+        self, run: core.RunRecord, node: str, changed: bool, abort: bool = False, admitted: bool = False
+    ) -> dict[str, Any]:
+        """What admit returns for ``node``: ``admitted`` when this call handed it to its maintenance tasks (a node
+        admitted earlier, by this host or another, is not handed over again), and the record's view of it."""
         record = run.nodes[node]
-        admitted = record.state == core.MAINTAINING and record.finished is None
         return {
             "changed": changed,
             "node": node,
@@ -954,6 +978,8 @@ class Rolling:
         requests them again."""
         if self.reconciler is not None:
             self.reconciler.schedule_new = False
+        if nodes is not None:  # an admit's stop: the record as it is now (other hosts write it too)
+            run = self.load()
         pending = run.in_state(core.PENDING)
         if nodes is not None:
             pending = [n for n in pending if n in nodes]

@@ -406,18 +406,26 @@ def start_wave(run: RunRecord, nodes: Iterable[str], now: float) -> int:
     return wave
 
 
-def admit(run: RunRecord, node: str, now: float, gather: float, since: float | None = None) -> int:
+def admit(
+    run: RunRecord,
+    node: str,
+    now: float,
+    gather: float,
+    since: float | None = None,
+    max_fail_percentage: float | None = None,
+) -> int | None:
     """Record ``node``, whose request the scheduler made Ready, as handed to its maintenance tasks, in an admission
     batch (the record's ``wave``): the latest one while its first node started at most ``gather`` seconds ago,
-    else a new one. Returns the batch. A node already ``maintaining`` keeps its batch (its host asked again).
-    ``since``: when the pass (or look) that found the request Ready began (see :func:`observe`)."""
+    else a new one. Returns the batch; None, and nothing changed, when the node is not pending (admitted already:
+    a node is handed to its tasks once) or the run's failures are over ``max_fail_percentage``. ``since``: when
+    the pass (or look) that found the request Ready began (see :func:`observe`)."""
     record = run.nodes.get(node)
     if record is None:
         raise RollingError(f"{node} is not in the run")
-    if record.state == MAINTAINING and record.wave is not None:
-        return record.wave
     if record.state != PENDING:
-        raise RollingError(f"{node} is {record.state}, not pending; it cannot be admitted")
+        return None
+    if max_fail_percentage is not None and fail_budget(run, max_fail_percentage).exceeded:
+        return None
     observe(run, {node: PHASE_READY}, now, since)
     last = run.last_wave
     firsts = [r.started for r in run.nodes.values() if last and r.wave == last and r.started is not None]
