@@ -652,6 +652,7 @@ class Rolling:
         with the same deadline."""
         opts = self.options
         call_began = self.monotonic()
+        self._take_turns()
         run = self.load()
         record = run.nodes.get(node)
         if record is None:
@@ -737,6 +738,13 @@ class Rolling:
         run = self.update(lambda r: core.withdraw(r, [node]))[0]
         return self._admitted(run, node, changed=self.wrote, abort=abort)
 
+    def _take_turns(self) -> None:
+        """For the steps of one node, which many hosts run at once: a reconcile pass that finds the Lease held
+        does not wait for it (another host's pass is doing the work for all); the step looks at its node and
+        tries again after its poll interval."""
+        if self.reconciler is not None:
+            self.reconciler.options.lease_wait = 0.0
+
     def _admitted(
         self, run: core.RunRecord, node: str, changed: bool, abort: bool = False, admitted: bool = False
     ) -> dict[str, Any]:
@@ -768,6 +776,7 @@ class Rolling:
         ``resume`` (the outcome is on record) goes on with the same deadline."""
         opts = self.options
         began = self.monotonic()
+        self._take_turns()
         if resume is not None and resume.get("phase") == WAIT_BACK:
             run = self.load()
             changed = True
