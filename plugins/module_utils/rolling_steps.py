@@ -32,6 +32,8 @@ from .engines.maintenance import (
     ReconcileOptions,
 )
 from .engines.requests import (
+    DELETED,
+    LEFT,
     RequestError,
     for_engine,
     nm_spec,
@@ -243,6 +245,29 @@ def next_wave_check(rolling: Rolling, run: RunRecord) -> dict[str, Any]:
     return result
 
 
+def admit_check(rolling: Rolling, run: RunRecord, node: str) -> dict[str, Any]:
+    """What O(step=admit) would do, without waiting or writing: a change when the node is pending and the
+    failures, the window and the gates (for this node) let it through."""
+    state = run.nodes[node].state
+    abort = fail_budget(run, rolling.options.max_fail_percentage).exceeded
+    result: dict[str, Any] = {
+        "changed": state == PENDING and not abort,
+        "node": node,
+        "admitted": False,
+        "wave": None,
+        "state": state,
+        "abort": abort,
+        **rolling.status(run),
+    }
+    if result["changed"]:
+        window = rolling.window_state()
+        blockers = [b.as_dict() for b in rolling.blockers([node])] if window is None or window["open"] else []
+        result.update(window=window, blocked=blockers)
+        if (window is not None and not window["open"]) or blockers:
+            result["changed"] = False
+    return result
+
+
 def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
     """What a step would do, without writing."""
     p = module.params
@@ -260,7 +285,10 @@ def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
             check_capacity(run)
         except RollingError as exc:
             module.fail_json(msg=f"Run {p['run_id']!r}: {exc}.")
-        actions = rolling.requests.present(plan.request) if plan.request else []
+        if p["defer_requests"]:  # what a deferred start would give back (see Rolling.start)
+            actions = [a for a in rolling.requests.absent(plan.request) if a.action in (DELETED, LEFT)]
+        else:
+            actions = rolling.requests.present(plan.request) if plan.request else []
         result.update(
             changed=start_changed(plan, actions),
             requested=[a.as_dict() for a in actions],
@@ -273,9 +301,7 @@ def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
     elif p["step"] in ("admit", "release") and p["node"] not in run.nodes:
         module.fail_json(msg=f"{p['node']} is not a node of run {p['run_id']!r}; a start step adds the targets first.")
     elif p["step"] == "admit":
-        record = run.nodes[p["node"]]
-        check = next_wave_check(rolling, run) if record.state == PENDING else {"changed": False}
-        return {**check, "node": p["node"], "admitted": False, "wave": None, "state": record.state}
+        return admit_check(rolling, run, p["node"])
     elif p["step"] == "release":
         try:
             changed = node_outcome(run, p["node"], p["failure"] or None, rolling.clock(), p["timing"])

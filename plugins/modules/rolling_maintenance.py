@@ -141,6 +141,7 @@ options:
     description:
       - With O(step=start), record the targets but request none of them; each node's O(step=admit) makes its
         request. Then only the nodes whose hosts are ready for their maintenance are in the scheduler's queue.
+      - A request of a pending node that is there already (an O(step=admit) stopped in its wait) is given back.
     type: bool
     default: false
   node:
@@ -439,7 +440,10 @@ complete:
   returned: always
   type: bool
 requested:
-  description: With O(step=start), per target not finished, the request (as M(nodeops.maintenance.node_maintenance)).
+  description:
+    - With O(step=start), per target not finished, the request (as M(nodeops.maintenance.node_maintenance)).
+    - With O(defer_requests), only the requests of pending nodes it gave back (left by an O(step=admit) that was
+      stopped in its wait), as V(deleted) or V(left).
   returned: success and O(step=start)
   type: list
   elements: dict

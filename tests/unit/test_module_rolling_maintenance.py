@@ -306,3 +306,26 @@ def test_a_long_wave_wait_hands_back_its_progress_and_the_same_call_with_resume_
     api.set_phase("n0", lc.PHASE_READY)
     again = run_module(capsys, False, step="next_wave", progress_after=10, wave_timeout=600, resume=result["resume"])
     assert again["nodes"] == ["n0"] and "waiting" not in again
+
+
+# ============================================================================== the steps of one node
+def test_check_mode_admit_and_release_of_one_node_write_nothing(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    rolling(api).start(["n0", "n1"], "release", False, defer_requests=True)
+    admit = checked(api, capsys, step="admit", node="n0")
+    assert admit["changed"] is True and admit["admitted"] is False and admit["state"] == "pending"
+    api.auto_ready = True
+    rolling(api).admit("n0")
+    again = checked(api, capsys, step="admit", node="n0")
+    assert again["changed"] is False and again["state"] == "maintaining"
+    release = checked(api, capsys, step="release", node="n0", failure="disk")
+    assert release["changed"] is True and release["state"] == "failed" and release["failure"] == "disk"
+    before = run_module(capsys, True, fails=True, step="release", node="n1")  # as the live step says
+    assert "n1 is pending; only an admitted node has an outcome" in before["msg"]
+
+
+def test_a_step_of_one_node_without_a_node_or_not_in_the_run_fails(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rolling(api).start(["n0"], "release", False, defer_requests=True)
+    assert "give node" in run_module(capsys, False, fails=True, step="admit")["msg"]
+    assert "n2 is not a node of run" in run_module(capsys, True, fails=True, step="release", node="n2")["msg"]

@@ -254,3 +254,13 @@ def test_hosts_admitting_and_releasing_at_once_lose_no_row_and_admit_each_node_o
     assert sorted(a["node"] for a in admitted if a["admitted"]) == NODES_OF_RUN  # one admission each, one host
     assert {o["spec"]["nodeName"] for o in api.requests()} == {"n3"}
     assert api.obj(CONFIGMAPS, RECORD, CFG) is not None
+
+
+def test_a_deferred_start_gives_back_a_request_an_admit_left_in_its_wait(api: Api) -> None:
+    deferred(api, "n0", "n1")
+    rolling(api).requests.present(["n0"])  # an admit killed after it made the request
+    assert api.request("n0") is not None
+    again = deferred(api, "n0", "n1")
+    assert [(r["node"], r["action"]) for r in again["requested"]] == [("n0", "deleted")] and again["changed"] is True
+    assert api.request("n0") is None and api.request("n1") is None
+    assert deferred(api, "n0", "n1")["changed"] is False

@@ -361,7 +361,9 @@ class Rolling:
         """Bring the record and the requests in line with the targets; the nodes interrupted during their
         maintenance are released once Ready. With ``progress_after``, that Ready wait hands back ``waiting``
         when it lasts longer; the call with its ``resume`` goes on with the release alone (the rest is done).
-        With ``defer_requests``, only the record: each node's :meth:`admit` makes its request."""
+        With ``defer_requests``, only the record: each node's :meth:`admit` makes its request, and a request of a
+        pending node (left by an admit that was killed in its wait) is given back, so that the scheduler prepares
+        no node that no host waits for."""
         call_began = self.monotonic()
         resuming = resume is not None and resume.get("phase") == WAIT_INTERRUPTED
         if resuming:  # the nodes the first call waited for, whatever the targets are now
@@ -405,6 +407,10 @@ class Rolling:
             if plan.rerun:
                 self._clear_failed(plan.rerun)
             actions = self.requests.present(plan.request) if plan.request and not defer_requests else []
+            if plan.request and defer_requests:
+                withdrawn = [a for a in self.requests.absent(plan.request) if a.action in (DELETED, LEFT)]
+                self._warn_kept(withdrawn)
+                actions = withdrawn
         result = {
             "changed": start_changed(plan, actions),
             "requested": [a.as_dict() for a in actions],
