@@ -416,6 +416,14 @@ def print_usage(usage: dict[str, Any], nodes: int) -> None:
     )
 
 
+def cpu_per_thousand(run: dict[str, Any], nodes: int) -> str:
+    """``; N CPU-s per 1000 nodes`` for a run measured with ``--rusage``, else nothing."""
+    if not run["usage"]:
+        return ""
+    cpu = run["usage"]["user"] + run["usage"]["system"]
+    return f"; {cpu * 1000 / nodes:.0f} CPU-s per 1000 nodes"
+
+
 def print_comparison(compared: dict[str, Any], this: dict[str, Any], nodes: int) -> None:
     print("\n== the same maintenance of the same nodes, the collection compared (first) and this checkout")
     for label, run in (("compared", compared), ("this checkout", this)):
@@ -424,10 +432,7 @@ def print_comparison(compared: dict[str, Any], this: dict[str, Any], nodes: int)
             f"{label:>14}: overhead per wave mean {statistics.mean(o):.2f}s, median {statistics.median(o):.2f}s, "
             f"max {max(o):.2f}s; total {run['total']:.1f}s"
         )
-        if run["usage"]:
-            cpu = run["usage"]["user"] + run["usage"]["system"]
-            line += f"; {cpu * 1000 / nodes:.0f} CPU-s per 1000 nodes"
-        print(line)
+        print(line + cpu_per_thousand(run, nodes))
 
 
 def print_shapes(waved: dict[str, Any], played: dict[str, Any], nodes: int) -> None:
@@ -438,10 +443,7 @@ def print_shapes(waved: dict[str, Any], played: dict[str, Any], nodes: int) -> N
             f"max {max(run['idle']):.2f}s; a release to the next maintenance start median "
             f"{statistics.median(run['unused']):.2f}s, max {max(run['unused']):.2f}s"
         )
-        if run["usage"]:
-            cpu = run["usage"]["user"] + run["usage"]["system"]
-            line += f"; {cpu * 1000 / nodes:.0f} CPU-s per 1000 nodes"
-        print(line)
+        print(line + cpu_per_thousand(run, nodes))
     print(f"one play against the waves: {waved['total'] / played['total']:.2f}x faster end to end")
 
 

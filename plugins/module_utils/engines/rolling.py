@@ -788,9 +788,7 @@ class Rolling:
             changed = True
         else:
             run, changed = self.update(lambda r: core.node_outcome(r, node, failure, self.clock(), timing))
-        record = run.nodes.get(node)
-        if record is None:
-            raise RequestError(f"{node} is not a node of run {opts.run_id!r}.")
+        record = run.nodes[node]  # node_outcome refused a node not in the run
         if record.state == core.DONE:
             return self._released(run, node, changed, [])
         if record.state == core.FAILED:
