@@ -28,7 +28,7 @@ STEP_OF_WAIT = {
 # What a start did before it handed its wait back: the call that goes on only releases.
 START_KEYS = ("requested", "added", "interrupted", "requeued", "finished", "overrides")
 # The steps that run on the controller.
-CONTROLLER_STEPS = ("admit", "release")
+CONTROLLER_STEPS = ("admit", "release", "drive")
 
 
 class ActionModule(ProgressAction):
@@ -38,8 +38,8 @@ class ActionModule(ProgressAction):
         if self._task.async_val and self._task.args.get("step") in CONTROLLER_STEPS:
             return {
                 "failed": True,
-                "msg": "step=admit and step=release run on the controller and wait in the task (with progress "
-                "lines, see progress_after); they do not take async.",
+                "msg": "step=admit, step=release and step=drive run on the controller (admit and release wait in "
+                "the task, with progress lines, see progress_after; drive returns at once); they do not take async.",
             }
         return super().run(tmp, task_vars)
 
@@ -59,10 +59,26 @@ class ActionModule(ProgressAction):
         self._compute_environment_string(environment)
         os.environ.update({str(k): str(v) for k, v in environment.items()})
         try:
-            run(ControllerModule(ARGUMENT_SPEC, args, bool(self._play_context.check_mode)))
+            module = ControllerModule(ARGUMENT_SPEC, args, bool(self._play_context.check_mode))
+            if args.get("step") == "drive" and not module.check_mode:
+                return self._drive(module, run)
+            run(module)
         except Ended as ended:
             return ended.result
         return {"failed": True, "msg": "the step ended without a result"}  # not reached: run() always ends
+
+    @staticmethod
+    def _drive(module: Any, run: Any) -> dict[str, Any]:
+        """Start the driver (``run`` with the step ``drive``) in a process of its own, detached from this worker,
+        which Ansible ends with the task: it runs until its run ends or ``ansible-playbook`` (this worker's
+        parent) is gone. The client is made here first, so that a wrong connection setting fails the task."""
+        from ansible_collections.nodeops.maintenance.plugins.plugin_utils import detach
+
+        module.client  # noqa: B018 - fails the task (Ended) on a connection setting it cannot use
+        playbook = os.getppid()
+        module.alive = lambda: detach.alive(playbook)
+        pid = detach.start(lambda: run(module))  # which ends in Ended, as every step
+        return {"changed": False, "driver": pid, "msg": f"The run's driver runs as process {pid} on the controller."}
 
     def again(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         resume = result["resume"]

@@ -57,7 +57,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "step": {
         "type": "str",
         "required": True,
-        "choices": ["start", "next_wave", "finish", "summary", "window", "admit", "release"],
+        "choices": ["start", "next_wave", "finish", "summary", "window", "admit", "release", "drive"],
     },
     "run_id": {"type": "str", "required": True},
     "node_names": {"type": "list", "elements": "str", "default": []},
@@ -339,6 +339,8 @@ def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
             finished = result["finished"]
             following = next_wave_check(rolling, run)
             return {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
+    elif p["step"] == "drive":
+        result.update(passes=0, errors=[])
     else:
         return rolling.summary()
     result.update(rolling.status(run))
@@ -387,6 +389,8 @@ def run(module: Any) -> None:
             result = rolling.admit(p["node"], resume)
         elif step == "release":
             result = rolling.release(p["node"], p["failure"] or None, p["timing"], resume)
+        elif step == "drive":
+            result = rolling.drive(getattr(module, "alive", lambda: True))
         elif step == "next_wave":
             result = rolling.next_wave(resume)
         elif step == "finish":

@@ -43,10 +43,19 @@ description:
     each pass. It admits no node once the run's failures are over O(max_fail_percentage), also when they go over
     while it waits; then, and when it times out (O(wave_timeout)), it gives the node's request back and leaves
     the node V(pending).
-  - O(step=admit) and O(step=release) run on the controller, in the module's action, whatever the task's host and
-    connection (the host is the node under maintenance; no C(delegate_to) is needed). The connection options, a
-    C(kubeconfig) path included, and the task's C(environment) (C(K8S_AUTH_*), C(KUBECONFIG)) are the
-    controller's. The other steps run where the task runs, as any module.
+  - O(step=admit), O(step=release) and O(step=drive) run on the controller, in the module's action, whatever the
+    task's host and connection (the host is the node under maintenance; no C(delegate_to) is needed). The
+    connection options, a C(kubeconfig) path included, and the task's C(environment) (C(K8S_AUTH_*),
+    C(KUBECONFIG)) are the controller's. The other steps run where the task runs, as any module.
+  - O(step=drive) starts the run's driver (O(engine=builtin)) and returns at once: a process on the controller,
+    apart from Ansible's, that runs reconcile passes one after the other, holding the reconcile Lease from pass to
+    pass, until no node of the run is V(pending) or V(maintaining), or until the C(ansible-playbook) process that
+    started it is gone. While it runs, O(step=admit) and O(step=release) run no pass of their own; each only reads
+    its own node's request and Node, so that hundreds of hosts waiting at once cost little. The driver is not
+    needed for safety or progress; without it (not started, killed: its Lease runs out within
+    O(lease_duration)) the nodes' steps run the passes themselves. Another run's driver, or any other reconcile
+    pass holding the Lease, serves this run's requests too. With O(engine=operator) it does nothing. Start it
+    after O(step=start).
   - O(step=summary) returns the record as a table.
   - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
     the settings of O(window) and O(gates); it reads nothing in the cluster.
@@ -87,6 +96,7 @@ attributes:
       - O(step=start) outside the window reports RV(stopped) and no change.
       - O(step=finish) checks its input and reports the outcome it would record, as if every node in O(succeeded)
         came back Ready; it reports a change when the current wave has nodes. O(step=summary) reads only.
+      - O(step=drive) starts no driver and reports no change.
       - O(step=admit) admits nothing; it reports a change when the node is pending and the window, the gates
         and the failures let it through. O(step=release) reports a change when the node's outcome is not on
         record yet.
@@ -96,7 +106,7 @@ options:
   step:
     description: Which step of the run to take.
     type: str
-    choices: [start, next_wave, finish, summary, window, admit, release]
+    choices: [start, next_wave, finish, summary, window, admit, release, drive]
     required: true
   run_id:
     description:
@@ -585,6 +595,22 @@ admitted:
       maintenance then.
   returned: success and O(step=admit)
   type: bool
+driver:
+  description:
+    - With O(step=drive), the process ID of the driver it started on the controller; null in check mode.
+  returned: success and O(step=drive), run in the module's action
+  type: int
+passes:
+  description:
+    - With O(step=drive) run as a module (not in its action), how many reconcile passes the driver ran before the
+      run ended; 0 in check mode.
+  returned: O(step=drive)
+  type: int
+errors:
+  description: With O(step=drive) run as a module, the last errors its passes met (tried again each time).
+  returned: O(step=drive)
+  type: list
+  elements: str
 state:
   description: The node's state in the record after the step.
   returned: success and O(step) is V(admit) or V(release)

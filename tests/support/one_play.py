@@ -1,7 +1,7 @@
 """The one-play shape of a rolling run, for the tests and the benchmarks until the rolling playbook takes it: a
-play on the controller records the targets (``start`` with ``defer_requests``) and adds a host per node, then one
-``host_pinned`` play in which each host admits its node, runs the maintenance tasks and releases it (as failed
-when they fail). The steps of each node run on the controller, whatever the host."""
+play on the controller records the targets (``start`` with ``defer_requests``), starts the run's driver and adds a
+host per node, then one ``host_pinned`` play in which each host admits its node, runs the maintenance tasks and
+releases it (as failed when they fail). The steps of each node run on the controller, whatever the host."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ def plays(
     limits: dict[str, Any] | None = None,
     host_vars: dict[str, Any] | None = None,
     play_vars: dict[str, Any] | None = None,
+    drive: bool = True,
 ) -> list[dict[str, Any]]:
     """The plays: ``steps`` are the settings of every rolling_maintenance step (module_defaults), ``start`` the
     targets of the start step (node_names or node_selector), ``maintenance`` the tasks file each host includes,
     ``limits`` the MaintenanceOperatorConfig spec to write first (in ``steps['config_namespace']``),
     ``host_vars`` the variables of each added host (by default a local connection), ``play_vars`` the main
-    play's variables."""
+    play's variables, ``drive`` whether the run's driver runs the reconcile passes (else each host's steps do)."""
     first: list[dict[str, Any]] = []
     if limits:
         first.append(
@@ -44,6 +45,11 @@ def plays(
             "name": "Record the targets",
             "nodeops.maintenance.rolling_maintenance": {"step": "start", "defer_requests": True, **start},
             "register": "started",
+        },
+        {
+            "name": "Start the run's driver",
+            "nodeops.maintenance.rolling_maintenance": {"step": "drive"},
+            "when": drive,
         },
         {
             "name": "A host per node",

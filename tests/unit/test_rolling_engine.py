@@ -52,6 +52,7 @@ class Api(FakeApi):
         self.crash_at: int | None = None
         self.write_count = 0
         self.lists = 0
+        self.gets_look = True  # a GET of a request moves the clock on and runs the hooks, as a list does
 
     def clock(self) -> float:
         return self.now
@@ -65,13 +66,23 @@ class Api(FakeApi):
         self.now += self.tick
         self.lists += 1
         if res is NODE_MAINTENANCES:
-            for hook in list(self.hooks):
-                hook(self)
-            if self.auto_ready:
-                for obj in self.requests():
-                    if not (obj.get("status") or {}).get("conditions"):
-                        self.set_phase(obj["spec"]["nodeName"], lc.PHASE_READY)
+            self._look()
         return super().list(res, namespace, **kw)
+
+    def get(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if res in (NODE_MAINTENANCES, NODES) and self.gets_look:  # a node's step reads its own objects: looks too
+            self.now += self.tick
+            if res is NODE_MAINTENANCES:
+                self._look()
+        return super().get(res, name, namespace)
+
+    def _look(self) -> None:
+        for hook in list(self.hooks):
+            hook(self)
+        if self.auto_ready:
+            for obj in self.requests():
+                if not (obj.get("status") or {}).get("conditions"):
+                    self.set_phase(obj["spec"]["nodeName"], lc.PHASE_READY)
 
     def create(self, res: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         self._write()
@@ -478,16 +489,16 @@ def test_finish_waits_for_a_node_that_comes_back_in_time(api: Api) -> None:
     first_wave(api, "n0")
     api.set_node_ready("n0", False)
     seen: list[int] = []
-    original = api.list
+    original = api.get
 
-    def list_nodes(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
-        if res is NODES:
+    def get_node(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if res is NODES:  # a look at the node (a GET for a few nodes)
             seen.append(1)
             if len(seen) == 4:
                 api.set_node_ready("n0", True)
-        return original(res, namespace, **kw)
+        return original(res, name, namespace)
 
-    api.list = list_nodes  # type: ignore[method-assign]
+    api.get = get_node  # type: ignore[method-assign]
     result = rolling(api, node_ready_timeout=60.0).finish(["n0"], {})
     assert result["maintained"] == ["n0"] and result["failures"] == {} and len(seen) >= 4
     assert api.record()["n0"]["state"] == core.DONE
@@ -632,17 +643,17 @@ def test_a_release_cut_short_is_done_by_the_next_start(api: Api) -> None:
 def test_a_failure_reported_by_the_tasks_survives_a_kill_while_finish_waits(api: Api) -> None:
     first_wave(api, "n0", "n1")
     api.set_node_ready("n0", False)  # n0 is still rebooting: finish waits for it
-    original = api.list
+    original = api.get
 
-    def killed_in_the_wait(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+    def killed_in_the_wait(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
         if res is NODES:
             raise Crash("killed while waiting for n0")
-        return original(res, namespace, **kw)
+        return original(res, name, namespace)
 
-    api.list = killed_in_the_wait  # type: ignore[method-assign]
+    api.get = killed_in_the_wait  # type: ignore[method-assign]
     with pytest.raises(Crash):
         rolling(api).finish(["n0"], {"n1": "firmware update failed"})
-    api.list = original  # type: ignore[method-assign]
+    api.get = original  # type: ignore[method-assign]
     api.set_node_ready("n0", True)
     rolling(api).start(["n0", "n1"], "release", False)
     assert api.record()["n1"]["state"] == core.FAILED

@@ -4,6 +4,7 @@ API, with many hosts of one run at the same time (threads) updating one record."
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +12,10 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import rolling as core
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.window import parse_window
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines import rolling as engine
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.maintenance import (
+    ReconcileOptions,
+    Reconciler,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
     FAILED_REASON,
@@ -18,10 +23,16 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rollin
     WAIT_ADMIT,
     WAIT_BACK,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import CONFIGMAPS, NODES
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
+    CONFIGMAPS,
+    LEASES,
+    MAINTENANCE_CONFIGS,
+    NODE_MAINTENANCES,
+    NODES,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from unit.test_engine_maintenance import node
+from unit.test_engine_maintenance import NS, node
 from unit.test_rolling_engine import CFG, RECORD, Api, rolling
 
 NODES_OF_RUN = [f"n{i}" for i in range(8)]
@@ -264,3 +275,132 @@ def test_a_deferred_start_gives_back_a_request_an_admit_left_in_its_wait(api: Ap
     assert [(r["node"], r["action"]) for r in again["requested"]] == [("n0", "deleted")] and again["changed"] is True
     assert api.request("n0") is None and api.request("n1") is None
     assert deferred(api, "n0", "n1")["changed"] is False
+
+
+# ================================================================================= the driver
+def driven(api: Api, *nodes: str) -> ReconcileOptions:
+    """A deferred run of ``nodes`` with the built-in engine, the limits letting all of them at once; its reconcile
+    options. The fake clock moves on a little at each look (the driver's record reads are paced by it)."""
+    limits = {"maxParallelOperations": len(nodes), "maxUnavailable": len(nodes)}
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": limits})
+    api.tick = 0.01
+    reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
+    deferred(api, *nodes, engine="builtin", reconcile=reconcile)
+    return reconcile
+
+
+def lease_holder(api: Api) -> str | None:
+    lease = api.objects.get((LEASES.plural, NS, ReconcileOptions().lease_name))
+    return None if lease is None else (lease.get("spec") or {}).get("holderIdentity")
+
+
+def reads_by_thread(api: Api) -> dict[str, list[tuple[str, str]]]:
+    """From now on, the ``(verb, plural)`` of every read of the API, by the name of the thread that made it."""
+    reads: dict[str, list[tuple[str, str]]] = {}
+    listing, getting = api.list, api.get
+
+    def counting_list(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        reads.setdefault(threading.current_thread().name, []).append(("list", res.plural))
+        return listing(res, namespace, **kw)
+
+    def counting_get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        reads.setdefault(threading.current_thread().name, []).append(("get", res.plural))
+        return getting(res, name, namespace)
+
+    api.list, api.get = counting_list, counting_get  # type: ignore[method-assign]
+    return reads
+
+
+def test_while_the_driver_runs_the_passes_the_nodes_steps_only_read_their_own_objects(api: Api) -> None:
+    reconcile = driven(api, "n0", "n1")
+    reads = reads_by_thread(api)
+    driver_result: dict[str, Any] = {}
+    driver = threading.Thread(
+        target=lambda: driver_result.update(rolling(api, engine="builtin", reconcile=reconcile).drive()),
+        name="driver",
+    )
+    driver.start()
+    deadline = time.monotonic() + 30
+    while not (lease_holder(api) or "").endswith(engine.DRIVER_SUFFIX):
+        assert time.monotonic() < deadline, "the driver never took the Lease"
+        threading.Event().wait(0.01)
+    outcomes: dict[str, Any] = {}
+
+    def host(name: str) -> None:
+        admitted = rolling(api, engine="builtin", reconcile=reconcile).admit(name)
+        assert admitted["admitted"] is True
+        outcomes[name] = rolling(api, engine="builtin", reconcile=reconcile).release(name, None)
+
+    hosts = [threading.Thread(target=host, args=(name,), name=f"host-{name}") for name in ("n0", "n1")]
+    for thread in hosts:
+        thread.start()
+    for thread in [*hosts, driver]:
+        thread.join(60)
+        assert not thread.is_alive()
+    assert {n: o["state"] for n, o in outcomes.items()} == {"n0": core.DONE, "n1": core.DONE}
+    assert api.request("n0") is None and api.request("n1") is None
+    # the driver ended by itself once no node was pending or maintaining, and gave its Lease back
+    assert driver_result["complete"] is True and driver_result["passes"] >= 1 and lease_holder(api) is None
+    for name in ("host-n0", "host-n1"):
+        # no pass of their own (it reads the config) and no list of the Nodes; the requests listed only to make
+        # the node's request and to give it back (and once before it is made: none under its name yet); each look
+        # in the waits a GET of its own request or Node
+        mine = reads[name]
+        assert ("get", MAINTENANCE_CONFIGS.plural) not in mine and ("list", NODES.plural) not in mine
+        assert mine.count(("list", NODE_MAINTENANCES.plural)) <= 3
+        assert ("get", NODE_MAINTENANCES.plural) in mine and ("get", NODES.plural) in mine
+    assert ("list", NODES.plural) in reads["driver"]
+
+
+def test_without_a_live_driver_the_nodes_steps_run_the_passes_themselves(api: Api) -> None:
+    reconcile = driven(api, "n0")
+    # a driver that died holding the Lease: its hold ran out
+    api.add(
+        LEASES,
+        {
+            "metadata": {"name": reconcile.lease_name, "namespace": NS},
+            "spec": {
+                "holderIdentity": "gone-1-abc" + engine.DRIVER_SUFFIX,
+                "leaseDurationSeconds": 60,
+                "renewTime": "2020-01-01T00:00:00.000000Z",
+            },
+        },
+    )
+    admitted = rolling(api, engine="builtin", reconcile=reconcile).admit("n0")
+    assert admitted["admitted"] is True
+    assert rolling(api, engine="builtin", reconcile=reconcile).release("n0", None)["state"] == core.DONE
+    assert api.request("n0") is None
+
+
+def test_the_driver_stops_when_its_playbook_is_gone_and_gives_the_lease_back(api: Api) -> None:
+    reconcile = driven(api, "n0")
+    looks: list[int] = []
+
+    def alive() -> bool:
+        looks.append(1)
+        return len(looks) < 5
+
+    result = rolling(api, engine="builtin", reconcile=reconcile).drive(alive)
+    assert result["complete"] is False and result["counts"]["pending"] == 1 and result["errors"] == []
+    assert lease_holder(api) is None and api.request("n0") is None  # it requests nothing itself
+
+
+def test_a_driver_of_the_operator_engine_does_nothing(api: Api) -> None:
+    deferred(api, "n0")
+    result = rolling(api).drive(lambda: True)
+    assert result["passes"] == 0 and result["changed"] is False and lease_holder(api) is None
+
+
+def test_holding_keeps_the_lease_from_pass_to_pass(api: Api) -> None:
+    reconcile = driven(api, "n0")
+    holder = Reconciler(api, ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0))  # type: ignore[arg-type]
+    other = Reconciler(api, ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0))  # type: ignore[arg-type]
+    with holder.holding() as held:
+        assert held
+        first = api.objects[(LEASES.plural, NS, reconcile.lease_name)]["spec"]["acquireTime"]
+        assert holder.run_pass().busy is False and holder.run_pass().busy is False
+        assert api.objects[(LEASES.plural, NS, reconcile.lease_name)]["spec"]["acquireTime"] == first
+        assert lease_holder(api) == holder.lease.identity
+        assert other.run_pass().busy is True  # the others wait their turn while it holds
+    assert lease_holder(api) is None
+    assert other.run_pass().busy is False

@@ -31,7 +31,7 @@ import contextlib
 import copy
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -201,6 +201,7 @@ class Reconciler:
         self._report = PassReport()
         self._warned: set[str] = set()
         self._released_present: list[dict[str, Any]] = []  # released by this pass but still there (see _apply)
+        self._holding = False  # within holding(): passes keep the Lease instead of taking it each
         # False: passes move the requests already in progress (and release) but schedule no new one, e.g. while
         # a rolling run is outside its maintenance window or a gate blocks its next wave
         self.schedule_new = True
@@ -229,9 +230,34 @@ class Reconciler:
         return nodes, nms
 
     # -- the pass ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[bool]:
+        """Hold the Lease across the passes run within the block (a process that runs pass after pass, such as a
+        rolling run's driver, instead of taking it for each): yields whether it got the Lease (waiting up to
+        ``lease_wait``). It is renewed from a thread all along; a pass that finds it lost reports ``lease_lost``
+        and the block should end. Given back at the end."""
+        if not self.lease.acquire(self.options.lease_wait):
+            yield False
+            return
+        try:
+            with self.lease.kept(self._warn):
+                self._holding = True
+                try:
+                    yield True
+                finally:
+                    self._holding = False
+        finally:
+            self.lease.release(retry_for=self.options.lease_duration)
+
     def run_pass(self, check_mode: bool = False) -> PassReport:
         report = self._report = PassReport()
         self._warned = set()
+        if self._holding and not check_mode:  # within holding(): the Lease is taken and renewed already
+            try:
+                self._pass(False)
+            except LeaseLost as exc:
+                report.warnings.append(exc.msg)
+            return self._lost(report)
         if not check_mode and not self.lease.acquire(self.options.lease_wait):
             report.busy, report.holder = True, self.lease.holder
             report.warnings.append(
@@ -251,13 +277,26 @@ class Reconciler:
                 report.warnings.append(
                     f"Lease {self.lease.namespace}/{self.lease.name} could not be given up; it expires by itself."
                 )
-        if any(error.get("reason") == LeaseLost.reason for error in report.errors):
+        return self._lost(report)
+
+    def _lost(self, report: PassReport) -> PassReport:
+        """``report``, marked when a write found the Lease no longer shown to be held."""
+        if any(error.get("reason") == LeaseLost.reason for error in report.errors) or (
+            self._holding and not self._shown_held()
+        ):
             report.lease_lost, report.settled, report.objects = True, False, None
             report.warnings.append(
                 f"This pass stopped writing when it could no longer show that it holds Lease "
                 f"{self.lease.namespace}/{self.lease.name}."
             )
         return report
+
+    def _shown_held(self) -> bool:
+        try:
+            self.lease.check()
+        except LeaseLost:
+            return False
+        return True
 
     def _warn(self, message: str) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import requestspec
@@ -130,6 +130,12 @@ def _rv(obj: Mapping[str, Any]) -> int:
         return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
     except ValueError:
         return 0
+
+
+class Passes(Protocol):
+    """What runs the passes of a wait: a Reconciler, or a rolling run that runs one only when no driver does."""
+
+    def run_pass(self) -> PassReport | None: ...
 
 
 REFRESH_BY_LIST = 10  # more requests than this to look at again: one list instead of a GET each
@@ -455,20 +461,19 @@ class Requests:
         actions: Sequence[Action],
         until: Callable[[Action], bool],
         timeout: float,
-        reconciler: Reconciler | None,
+        reconciler: Reconciler | Passes | None,
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> bool:
-        """Run passes (or only look, without a reconciler) until ``until`` holds for every action."""
+        """Run passes (or only look, without a reconciler, or when its ``run_pass`` runs none) until ``until``
+        holds for every action."""
         deadline = clock() + timeout
         waiter = threading.Event()
         while True:
-            changed = False
-            report = None
-            if reconciler is not None:
-                report = reconciler.run_pass()
+            report = None if reconciler is None else reconciler.run_pass()
+            changed = report is not None and report.changed
+            if report is not None:
                 self.note(report)
-                changed = report.changed
             self.refresh(actions, report if until in (is_gone, is_given_back) else None)
             if all(until(a) for a in actions):
                 return True

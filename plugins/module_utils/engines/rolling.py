@@ -11,6 +11,7 @@ maintenance tasks start, and a node is released only after its outcome is record
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -29,11 +30,12 @@ from ..core.node.conditions import find as find_condition
 from ..core.node.conditions import set_condition
 from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
-from ..k8s.errors import Conflict, NotFound
-from .maintenance import PassReport, ReconcileOptions, Reconciler, key_of
+from ..k8s.errors import Conflict, K8sError, NotFound
+from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler, key_of
 from .requests import (
     DELETED,
     LEFT,
+    REFRESH_BY_LIST,
     UNCHANGED,
     Action,
     RequestError,
@@ -71,6 +73,10 @@ UPDATE_BACKOFF = 0.2  # the longest pause (seconds, at random up to it) before a
 NAMES_SHOWN = 5  # nodes a progress message names
 T = TypeVar("T")
 NODE_GONE = "its Node object is gone (deleted during the run, before its wave); it was not maintained"
+DRIVER_SUFFIX = "-driver"  # the end of a driver's Lease identity (see Rolling.drive)
+LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease before it looks again
+DRIVER_TURN = 5.0  # the longest a driver waits for the Lease (or after an error) before it looks at its run again
+DRIVER_RECORD_LOOK = 2.0  # seconds between two reads of the run's record by its driver
 
 
 @dataclass
@@ -154,6 +160,8 @@ class Rolling:
             self.reconciler.schedule_new = False
         self._configmap: dict[str, Any] | None = None
         self.wrote = False  # whether the last update wrote the record
+        self._per_node = False  # a node's step (admit, release), which many hosts run at once
+        self._driven_until = 0.0  # (monotonic) until then a driver holds the Lease: no pass of its own
         self._waiter = threading.Event()
 
     # -- the record ------------------------------------------------------------------------------
@@ -252,7 +260,10 @@ class Rolling:
         if report is not None and report.objects is not None and report.namespace == self.options.namespace:
             items = report.objects
         else:
-            items = self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
+            items = (
+                self._own_request(nodes)
+                or self.client.list(NODE_MAINTENANCES, namespace=self.options.namespace)["items"]
+            )
         objects: dict[str, dict[str, Any]] = {}
         deleting: dict[str, dict[str, Any]] = {}
         requestor = self.options.requestor
@@ -281,13 +292,39 @@ class Rolling:
         phases = {n: (lc.NodeMaintenanceView.from_dict(objects[n]).phase if n in objects else None) for n in nodes}
         return phases, objects, {n: o for n, o in deleting.items() if n not in objects}
 
+    def _own_request(self, nodes: Sequence[str]) -> list[dict[str, Any]]:
+        """For a node's step: its request under this run's name, read alone, when it is this requestor's and not
+        being deleted (what the step sees nearly always); else nothing, and the caller lists them all (a request the
+        node joined, or one going away, is found and judged there)."""
+        if len(nodes) != 1 or not self._per_node:
+            return []
+        name = self.requests.request.object_name(nodes[0])
+        try:
+            obj = self.client.get(NODE_MAINTENANCES, name, self.options.namespace)
+        except NotFound:
+            return []
+        spec = obj.get("spec") or {}
+        if spec.get("nodeName") != nodes[0] or spec.get("requestorID") != self.options.requestor:
+            return []
+        return [] if (obj.get("metadata") or {}).get("deletionTimestamp") else [obj]
+
     def _pass(self) -> PassReport | None:
-        """One reconcile pass with the built-in engine (None with the operator)."""
+        """One reconcile pass with the built-in engine (None with the operator, and in a node's step while a
+        driver holds the Lease: its passes do the work, the step only looks, and looks at the Lease again every
+        LEASE_LOOK seconds)."""
         if self.reconciler is None:
+            return None
+        if self._driven_until > self.monotonic():
             return None
         report = self.reconciler.run_pass()
         self.requests.note(report)
+        if self._per_node and report.busy and (report.holder or "").endswith(DRIVER_SUFFIX):
+            self._driven_until = self.monotonic() + LEASE_LOOK
         return report
+
+    def run_pass(self) -> PassReport | None:
+        """What a wait for requests runs between two looks (see Requests.wait)."""
+        return self._pass()
 
     def _pause(self, changed: bool, deadline: float) -> None:
         if not changed:
@@ -748,6 +785,7 @@ class Rolling:
         """For the steps of one node, which many hosts run at once: a reconcile pass that finds the Lease held
         does not wait for it (another host's pass is doing the work for all); the step looks at its node and
         tries again after its poll interval."""
+        self._per_node = True
         if self.reconciler is not None:
             self.reconciler.options.lease_wait = 0.0
 
@@ -837,6 +875,49 @@ class Rolling:
             "abort": core.fail_budget(run, self.options.max_fail_percentage).exceeded,
             **self.status(run),
         }
+
+    def drive(self, alive: Callable[[], bool] = lambda: True) -> dict[str, Any]:
+        """The run's driver: reconcile passes one after the other (``engine=builtin``), holding the Lease from pass
+        to pass, until no node of the run is pending or maintaining, or ``alive`` says the run's playbook is gone.
+        While it holds the Lease, the nodes' steps (``admit``, ``release``) run no pass of their own: each looks at
+        its own request and Node only. The driver is not needed for safety or for progress: without it (never
+        started, killed: its Lease runs out) the nodes' steps run the passes themselves, as before. Another holder
+        of the Lease (another run's driver, a scheduled reconcile) serves this run's requests too; the driver waits
+        for its turn."""
+        if self.reconciler is None:
+            return {"changed": False, "passes": 0, "errors": [], **self.status(self.load())}
+        self.reconciler.schedule_new = True  # requests are made by the nodes' steps, after their window and gates
+        self.reconciler.options.lease_wait = min(self.reconciler.options.lease_wait, DRIVER_TURN)
+        lease = self.reconciler.lease
+        if not lease.identity.endswith(DRIVER_SUFFIX):
+            lease.identity += DRIVER_SUFFIX
+        passes, changed = 0, False
+        errors: list[str] = []
+        look_at = 0.0  # (monotonic) when the record is read next
+        finished = False
+
+        def ended() -> bool:
+            nonlocal look_at, finished
+            if self.monotonic() >= look_at:
+                look_at = self.monotonic() + DRIVER_RECORD_LOOK
+                finished = not self.load().in_state(core.PENDING, core.MAINTAINING)
+            return finished or not alive()
+
+        while not ended():
+            try:
+                with self.reconciler.holding() as held:
+                    while held and not ended():
+                        report = self.reconciler.run_pass()
+                        passes += 1
+                        changed = changed or report.changed
+                        errors = [e["error"] for e in report.errors][-NAMES_SHOWN:] or errors
+                        if report.lease_lost:
+                            break
+                        self._pause(report.changed, self.monotonic() + self.options.interval)
+            except (K8sError, ReconcileError) as exc:  # the API away, a bad config: tried again, as an operator does
+                errors = [*errors, str(exc)][-NAMES_SHOWN:]
+                self._waiter.wait(DRIVER_TURN)
+        return {"changed": changed, "passes": passes, "errors": errors, **self.status(self.load())}
 
     def summary(self) -> dict[str, Any]:
         run = self.load()
@@ -997,7 +1078,9 @@ class Rolling:
         if nodes is not None:
             pending = [n for n in pending if n in nodes]
         actions = self.requests.absent(pending) if pending else []
-        if actions and not self.requests.wait(actions, is_given_back, self.options.release_timeout, self.reconciler):
+        if actions and not self.requests.wait(
+            actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
+        ):
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             raise RequestError(
                 f"The run stopped ({stopped['reason']}), but its requests were not gone after "
@@ -1054,7 +1137,7 @@ class Rolling:
             deadline = self.monotonic() + self.options.node_ready_timeout
         left = set(nodes)
         while True:
-            present = {n["metadata"]["name"]: n for n in self.client.list(NODES)["items"]}
+            present = self._nodes(left)
             for node in list(left):
                 if node in present and node_ready(present[node]):
                     left.discard(node)
@@ -1072,6 +1155,16 @@ class Rolling:
             for n in sorted(left)
         }, []
 
+    def _nodes(self, names: set[str]) -> dict[str, dict[str, Any]]:
+        """The Node objects of ``names`` that exist: a GET each for a few (a node's step), else one list."""
+        if len(names) > REFRESH_BY_LIST:
+            return {n["metadata"]["name"]: n for n in self.client.list(NODES)["items"]}
+        present = {}
+        for name in names:
+            with contextlib.suppress(NotFound):
+                present[name] = self.client.get(NODES, name)
+        return present
+
     def _release(self, run: core.RunRecord, nodes: Sequence[str], done: Sequence[str] = ()) -> list[str]:
         """Give the requests back and wait until they are gone (the node uncordoned); record them."""
         if not nodes:
@@ -1088,7 +1181,9 @@ class Rolling:
     def _give_back(self, nodes: Sequence[str]) -> None:
         """Give the nodes' requests back and wait until they are gone (the nodes uncordoned)."""
         actions = self.requests.absent(nodes)
-        gone = self.requests.wait(actions, is_given_back, self.options.release_timeout, self.reconciler)
+        gone = self.requests.wait(
+            actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
+        )
         if not gone:
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             timeout = self.options.release_timeout
