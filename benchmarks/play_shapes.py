@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-COPIES = 1000  # wave plays in the waves shape, as in playbooks/rolling/waves.yml
+COPIES = 1000  # wave plays in the waves shape, as the rolling playbook held them before it took one play
 
 # The stand-in for the scheduler: take a free slot (waiting for one) or give one back, logging when. The same code
 # serves as an action plugin and as a module.

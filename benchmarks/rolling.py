@@ -274,33 +274,6 @@ def slot_idle(records: list[dict[str, Any]], key: str = "admitted") -> list[floa
     return out
 
 
-def one_play(args: argparse.Namespace, workdir: Path, run_id: str, engine: str) -> Path:
-    """The one-play shape (tests/support/one_play.py) with the settings the waves get below."""
-    from support import one_play as shape
-
-    steps = {
-        "run_id": run_id,
-        "engine": engine,
-        "namespace": "default",
-        "config_namespace": CONFIG_NAMESPACE,
-        "drain_spec": {"force": True, "timeout_seconds": 300},
-        "gather_seconds": 5,
-        "requestor": "rolling-maintenance.nodeops.io",  # the playbook's default
-    }
-    tasks = maintenance_tasks(args, workdir)
-    tasks = tasks if tasks.startswith("/") else str(ROOT / "playbooks" / tasks)
-    plays = shape.plays(
-        steps,
-        {"node_selector": "bench=rolling"},
-        tasks,
-        limits={"maxParallelOperations": args.mpo, "maxUnavailable": args.mpo},
-        play_vars={"rolling_simulated_reboot_seconds": args.reboot, "rolling_node_ready_timeout": 600},
-    )
-    path = workdir / "one_play.yml"
-    path.write_text(json.dumps(plays))
-    return path
-
-
 def run_engine(
     cluster: Cluster,
     api: k8s.ApiClient,
@@ -309,13 +282,11 @@ def run_engine(
     args: argparse.Namespace,
     workdir: Path,
     collections: Path | None = None,
-    shape: str = "waves",
 ) -> dict[str, Any]:
-    """One rolling maintenance of every node with ``engine`` (and the collection in ``collections``, by default
-    this checkout) in the ``shape`` of playbook: the rolling playbook's waves, or one play (``one-play``); prints
-    its waves (admission batches in one play) and returns its figures."""
+    """One rolling maintenance of every node with ``engine`` and the rolling playbook of the collection in
+    ``collections`` (by default this checkout); prints its waves (admission batches) and returns its figures."""
     add_pods(api, nodes, args.pods_per_node)
-    run_id = f"bench-{engine}-{shape}-{int(time.time())}"
+    run_id = f"bench-{engine}-{int(time.time())}"
     extra = {
         "rolling_run_id": run_id,
         "rolling_engine": engine,
@@ -327,15 +298,11 @@ def run_engine(
         "rolling_drain_spec": {"force": True, "timeout_seconds": 300},
         "rolling_gather_seconds": 5,
     }
-    log = workdir / f"rolling-{engine}-{shape}{'-compared' if collections else ''}.log"
+    log = workdir / f"rolling-{engine}{'-compared' if collections else ''}.log"
     usage: dict[str, Any] | None = {} if args.rusage else None
     load_before = os.getloadavg()
     began = time.time()
-    if shape == "one-play":  # a host waiting for each slot beside the one in it: twice the forks
-        path = str(one_play(args, workdir, run_id, engine))
-        total = playbook(cluster, path, {}, args.forks or 2 * args.mpo, log, usage, collections)
-    else:
-        total = playbook(cluster, "rolling_maintenance", extra, args.forks or args.mpo, log, usage, collections)
+    total = playbook(cluster, "rolling_maintenance", extra, forks(args), log, usage, collections)
     ended = time.time()
     load_after = os.getloadavg()
     cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
@@ -343,9 +310,7 @@ def run_engine(
     size = record_size(cm.data)
     assert all(r["state"] == "done" for r in records), "not every node is done"
     table = waves(records, began, ended)
-    print(
-        f"\n== engine {engine}, {shape}" + (f", the collection in {collections}" if collections else ", this checkout")
-    )
+    print(f"\n== engine {engine}" + (f", the collection in {collections}" if collections else ", this checkout"))
     print(f"{'wave':>4} {'nodes':>5} {'drain':>7} {'maint.':>7} {'release':>7} {'cycle':>7} {'overhead':>8}")
     for w in table:
         print(
@@ -430,21 +395,17 @@ def print_comparison(compared: dict[str, Any], this: dict[str, Any], nodes: int)
         o = run["overhead"]
         line = (
             f"{label:>14}: overhead per wave mean {statistics.mean(o):.2f}s, median {statistics.median(o):.2f}s, "
-            f"max {max(o):.2f}s; total {run['total']:.1f}s"
+            f"max {max(o):.2f}s; total {run['total']:.1f}s; slot idle median {statistics.median(run['idle']):.2f}s, "
+            f"max {max(run['idle']):.2f}s"
         )
         print(line + cpu_per_thousand(run, nodes))
+    print(f"this checkout against the compared collection: {compared['total'] / this['total']:.2f}x faster end to end")
 
 
-def print_shapes(waved: dict[str, Any], played: dict[str, Any], nodes: int) -> None:
-    print("\n== the same maintenance of the same nodes: the rolling playbook's waves (first), then one play")
-    for label, run in (("waves", waved), ("one play", played)):
-        line = (
-            f"{label:>9}: total {run['total']:.1f}s; slot idle median {statistics.median(run['idle']):.2f}s, "
-            f"max {max(run['idle']):.2f}s; a release to the next maintenance start median "
-            f"{statistics.median(run['unused']):.2f}s, max {max(run['unused']):.2f}s"
-        )
-        print(line + cpu_per_thousand(run, nodes))
-    print(f"one play against the waves: {waved['total'] / played['total']:.2f}x faster end to end")
+def forks(args: argparse.Namespace) -> int:
+    """Ansible's forks: as the playbook recommends, twice maxParallelOperations (the next nodes wait for a slot with
+    their requests made), unless --forks says otherwise."""
+    return args.forks or 2 * args.mpo
 
 
 def wait_pods_gone(api: k8s.ApiClient) -> None:
@@ -457,8 +418,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--pods-per-node", type=int, default=10)
-    parser.add_argument("--mpo", type=int, default=20, help="maxParallelOperations (and forks)")
-    parser.add_argument("--forks", type=int, help="Ansible's forks (default: --mpo)")
+    parser.add_argument("--mpo", type=int, default=20, help="maxParallelOperations")
+    parser.add_argument("--forks", type=int, help="Ansible's forks (default: twice --mpo)")
     parser.add_argument("--reboot", type=float, default=2, help="seconds of each simulated reboot (or pause)")
     parser.add_argument("--maintenance", choices=("reboot", "pause"), default="reboot", help="see maintenance_tasks")
     parser.add_argument(
@@ -475,13 +436,6 @@ def main() -> int:
         type=Path,
         help="first the same run (built-in engine) with the collection in this directory (it holds "
         "ansible_collections/nodeops/maintenance), then with this checkout, on the same cluster",
-    )
-    parser.add_argument(
-        "--shape",
-        choices=("waves", "one-play", "both"),
-        default="waves",
-        help="the rolling playbook's waves, one play in which each host drives its node (tests/support/one_play.py, "
-        "twice --mpo forks by default), or both on the same cluster, waves first",
     )
     parser.add_argument(
         "--engine",
@@ -506,7 +460,7 @@ def main() -> int:
     try:
         print(
             f"Kubernetes {cluster.k8s_version}; {args.nodes} nodes x {args.pods_per_node} pods, mpo {args.mpo}, "
-            f"forks {args.forks or args.mpo}, reboot {args.reboot:g}s; load average {fmt_load(os.getloadavg())}"
+            f"forks {forks(args)}, reboot {args.reboot:g}s; load average {fmt_load(os.getloadavg())}"
         )
         k8s.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         nodes = kwok.add_nodes(api, args.nodes, prefix="bench", labels={"bench": "rolling"})
@@ -524,14 +478,7 @@ def main() -> int:
                 assert operator_binary is not None
                 wait_pods_gone(api)
                 cluster.start_nvidia_operator(operator_binary)
-            if args.shape == "both":
-                waved = run_engine(cluster, api, engine, nodes, args, workdir)
-                wait_pods_gone(api)
-                played = run_engine(cluster, api, engine, nodes, args, workdir, shape="one-play")
-                print_shapes(waved, played, args.nodes)
-                results[engine] = played
-            else:
-                results[engine] = run_engine(cluster, api, engine, nodes, args, workdir, shape=args.shape)
+            results[engine] = run_engine(cluster, api, engine, nodes, args, workdir)
         if args.compare:
             print_comparison(compared, results["builtin"], args.nodes)
         if len(results) == 2:

@@ -261,7 +261,7 @@ def admit_check(rolling: Rolling, run: RunRecord, node: str) -> dict[str, Any]:
     }
     if result["changed"]:
         window = rolling.window_state()
-        blockers = [b.as_dict() for b in rolling.blockers([node])] if window is None or window["open"] else []
+        blockers = [b.as_dict() for b in rolling.blockers([node], own=True)] if window is None or window["open"] else []
         result.update(window=window, blocked=blockers)
         if (window is not None and not window["open"]) or blockers:
             result["changed"] = False

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: rolling_maintenance
-short_description: The steps of a rolling maintenance run in waves, recorded in the cluster
+short_description: The steps of a rolling maintenance run, recorded in the cluster
 version_added: 0.1.0
 author:
   - nodeops.maintenance contributors (@nodeops)
 description:
   - The building block of the C(nodeops.maintenance.rolling_maintenance) playbook; use the playbook unless you
-    build a flow of your own.
+    build a flow of your own. The playbook takes O(step=start) with O(defer_requests), O(step=drive), then on
+    each node's host O(step=admit), the maintenance and O(step=release), and O(step=summary) at the end.
+    O(step=next_wave) and O(step=finish) serve a flow in waves instead.
   - A run is named by O(run_id) and recorded in a ConfigMap C(nodeops-rolling-<run_id>) in O(config_namespace),
     with per node its state (V(pending), V(maintaining), V(done), V(failed), V(interrupted)), its wave and the times
     of each step. The record is written before anything that depends on it, so a run killed at any moment is
@@ -471,8 +473,23 @@ wave:
   description:
     - With O(step=next_wave) (or O(then_next_wave)), the number of the new wave; null when there is none.
     - With O(step=admit), the admission batch the node joined; null when it was not admitted.
-  returned: success and O(step) is V(next_wave) or V(admit)
+    - With O(step=release), the node's admission batch.
+  returned: success and O(step) is V(next_wave), V(admit) or V(release)
   type: int
+opened:
+  description:
+    - With O(step=admit), whether this admission started a new admission batch (RV(wave)); the nodes admitted
+      within O(gather_seconds) of it, while one of the batch's nodes is still in its maintenance, join it.
+  returned: success and O(step=admit)
+  type: bool
+batch_ended:
+  description:
+    - With O(step=release), the admission batch this call ended (the last of its nodes to leave its maintenance,
+      done or failed; exactly one call ends a batch, whichever host makes it), with its C(wave), C(nodes) and
+      C(failures) (node to message); null otherwise. A batch that ended takes no further node.
+  returned: success and O(step=release)
+  type: dict
+  sample: {wave: 3, nodes: [gpu-7, gpu-9], failures: {gpu-9: "Reboot: timed out"}}
 nodes:
   description:
     - With O(step=next_wave), the nodes of the wave, ready for their maintenance.

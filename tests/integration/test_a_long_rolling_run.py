@@ -1,5 +1,5 @@
-"""playbooks/rolling_maintenance.yml through more waves in one run than a run used to hold (100): 102 nodes, one at
-a time. The maintenance only leaves a file per node, so the waves are the run's own steps and nothing else.
+"""playbooks/rolling_maintenance.yml through more admission batches in one run than the wave plays once held (100):
+102 nodes, one at a time. The maintenance only leaves a file per node, so what is timed is the run's own steps.
 
 The longest test file (about 3 minutes on a quiet machine, much more on a busy one): its name sorts it first, so
 that pytest-xdist starts it first and the other files fill the other workers meanwhile."""

@@ -234,7 +234,7 @@ def test_every_node_once_in_waves_within_the_limits_and_a_second_run_does_nothin
         assert r["started"] <= r["began"] <= r["ended"] <= r["finished"], r  # the tasks' own span, from the hosts
     assert our_requests(api, namespace) == []
     assert cordoned(api, names) == []
-    assert "Wave 1:" in out and "outcome" in out  # the waves as they happen, and the summary table
+    assert "Wave 1: " in out and "done (wave 1)" in out and "outcome" in out  # as it happens, and the summary
     for node in names:
         assert node in out
 

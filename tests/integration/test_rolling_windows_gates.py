@@ -171,9 +171,10 @@ def test_a_long_gate_wait_says_what_it_waits_for_and_the_run_goes_on_once_it_cle
 def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progress_lines(
     engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
-    """The wait inside a wave play: after wave 1's maintenance the finish step goes on to the next wave, whose gate
-    now blocks; the playbook says so at every progress interval from inside the wave, and wave 2 starts once the
-    pod is gone. Wave 1's maintenance waits for a file the test writes once the blocking pod runs."""
+    """A gate that starts to block while a node waits its turn: with one node at a time, the second node's host
+    waits in its admit step while the first node's maintenance runs (until a file the test writes once the
+    blocking pod runs); the gate now blocks, so its request is given back and the playbook says so at every
+    progress interval; wave 2 starts once the pod is gone."""
     api, namespace = engine.api, engine.namespace
     _selector, names = fleet
     go = tmp_path / "go"
@@ -229,8 +230,8 @@ def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progres
     out = output.read_text()
     lines = [line for line in out.splitlines() if progress in line]
     assert all(f"pod {namespace}/latecomer on {names[0]}" in line for line in lines), lines
-    # the lines come from wave 1's release step, which goes on to the next wave, before wave 2 starts
-    assert all("Release the wave's nodes and wait for the next wave" in line for line in lines), lines
+    # the lines come from the second node's admit step, before it is admitted in wave 2
+    assert all("Wait until the scheduler has made the node ready" in line for line in lines), lines
     assert out.index("Wave 1: ") < out.index(progress) < out.index("Wave 2: ")
     assert maintained(log) == dict.fromkeys(names[1:3], 1)
     assert {n: r["state"] for n, r in record(engine, "later").items()} == dict.fromkeys(names[1:3], "done")

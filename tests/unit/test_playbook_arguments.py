@@ -31,10 +31,8 @@ PLAYBOOKS = ROOT / "playbooks"
 PLAYBOOK_FILES: dict[str, list[str]] = {
     "rolling_maintenance": [
         "rolling_maintenance.yml",
-        "rolling/wave.yml",
-        "rolling/wave_begin.yml",
-        "rolling/wave_end.yml",
         "tasks/rolling_maintain.yml",
+        "tasks/rolling_notify.yml",
         "tasks/rolling_gate.yml",
         "tasks/rolling_gate_check.yml",
         "maintenance/ssh_reboot.yml",
@@ -48,7 +46,7 @@ PLAYBOOK_FILES: dict[str, list[str]] = {
 }
 PLAYBOOK_ROLES = {"deploy_agent": ["node_agent"], "install": ["crds"]}
 # Files every playbook shares, and the ones that hold no tasks.
-SHARED_FILES = {"tasks/check_variables.yml", "rolling/waves.yml", "rolling/waves_100.yml", "rolling/waves_10.yml"}
+SHARED_FILES = {"tasks/check_variables.yml"}
 ROLES = ["node_agent", "crds"]
 
 # Variables Ansible sets.

@@ -404,3 +404,52 @@ def test_holding_keeps_the_lease_from_pass_to_pass(api: Api) -> None:
         assert other.run_pass().busy is True  # the others wait their turn while it holds
     assert lease_holder(api) is None
     assert other.run_pass().busy is False
+
+
+# ================================================================================= admission batches
+def test_a_batch_whose_nodes_all_left_their_maintenance_takes_no_new_node() -> None:
+    run = run_of("a", "b", "c")
+    assert core.admit(run, "a", 100.0, gather=30) == 1
+    assert not core.batch_ended(run, 1)
+    core.node_outcome(run, "a", None, 101.0)
+    core.mark_done(run, "a", 102.0)
+    assert core.batch_ended(run, 1)
+    assert core.admit(run, "b", 103.0, gather=30) == 2  # within 30 s of batch 1's first, but batch 1 ended
+    assert core.batch_of(run, 1) == (["a"], {})
+
+
+def test_the_admission_that_opens_a_batch_and_the_release_that_ends_it_say_so(api: Api) -> None:
+    deferred(api, "n0", "n1")
+    api.auto_ready = True
+    first = rolling(api, gather=1000.0).admit("n0")
+    second = rolling(api, gather=1000.0).admit("n1")
+    assert (first["opened"], first["wave"]) == (True, 1) and (second["opened"], second["wave"]) == (False, 1)
+    assert rolling(api).admit("n1")["opened"] is False  # admitted already: opens nothing
+    failed = rolling(api).release("n1", "disk full")
+    assert failed["batch_ended"] is None and failed["wave"] == 1  # n0 is still in its maintenance
+    done = rolling(api).release("n0", None)
+    assert done["batch_ended"] == {"wave": 1, "nodes": ["n0", "n1"], "failures": {"n1": "disk full"}}
+    assert rolling(api).release("n0", None)["batch_ended"] is None  # said once
+
+
+def test_exactly_one_release_ends_a_batch_when_its_hosts_release_at_once(api: Api) -> None:
+    deferred(api, *NODES_OF_RUN)
+    api.auto_ready = True
+    for name in NODES_OF_RUN:
+        assert rolling(api, gather=1000.0).admit(name)["wave"] == 1
+    ended: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def host(name: str) -> None:
+        result = rolling(api).release(name, None)
+        if result["batch_ended"] is not None:
+            with lock:
+                ended.append(result["batch_ended"])
+
+    threads = [threading.Thread(target=host, args=(name,)) for name in NODES_OF_RUN]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive()
+    assert ended == [{"wave": 1, "nodes": sorted(NODES_OF_RUN), "failures": {}}]

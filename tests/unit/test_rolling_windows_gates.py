@@ -301,3 +301,29 @@ def test_summarize_names_the_first_ten() -> None:
     many = [gatecore.Blocker("pods", f"pod p{i}") for i in range(12)]
     assert gatecore.summarize(many).endswith("pod p9; and 2 more")
     assert gatecore.summarize([]) == "nothing blocks"
+
+
+# ============================================================================== one node at a time
+def test_a_gate_that_starts_to_block_while_a_node_waits_its_turn_takes_its_request_back(gate_api: GateApi) -> None:
+    """admit checks the gates before the node's request, and again every gate interval while the request waits
+    in the scheduler's queue: a blocking pod that appears meanwhile takes the request back (nothing new is cordoned
+    while a gate blocks); the wait is handed back naming it, and once the pod is gone the node is requested again
+    and admitted."""
+    options = {"gates": GateOptions(pod_selector="block=yes", interval=1.0, timeout=100.0), "progress_after": 30.0}
+    rolling(gate_api, **options).start(["n0"], "release", False, defer_requests=True)
+    seen: list[bool] = []
+
+    def the_pod_appears_while_n0_waits(fake: Api) -> None:
+        if fake.request("n0") is not None and not seen:
+            seen.append(True)
+            fake.add(PODS, pod("trainer", "n0", {"block": "yes"}))
+
+    gate_api.hooks.append(the_pod_appears_while_n0_waits)
+    waiting = rolling(gate_api, **options).admit("n0")
+    assert waiting["admitted"] is False and waiting["resume"]["phase"] == "admit_gate"
+    assert [b["message"] for b in waiting["waiting"]["blockers"]] == ["pod apps/trainer on n0"]
+    assert gate_api.request("n0") is None  # given back while the gate blocks
+    del gate_api.objects[(PODS.plural, "apps", "trainer")]
+    gate_api.auto_ready = True
+    admitted = rolling(gate_api, **options).admit("n0", resume=waiting["resume"])
+    assert admitted["admitted"] is True and gate_api.request("n0") is not None

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, TypeVar
 
 from ..core.maintenance import gates as gatecore
@@ -75,6 +74,7 @@ T = TypeVar("T")
 NODE_GONE = "its Node object is gone (deleted during the run, before its wave); it was not maintained"
 DRIVER_SUFFIX = "-driver"  # the end of a driver's Lease identity (see Rolling.drive)
 LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease before it looks again
+NODE_LOOK = 5.0  # seconds between two checks by admit that the Node of a request still waiting is there
 DRIVER_TURN = 5.0  # the longest a driver waits for the Lease (or after an error) before it looks at its run again
 DRIVER_RECORD_LOOK = 2.0  # seconds between two reads of the run's record by its driver
 
@@ -161,6 +161,7 @@ class Rolling:
         self._configmap: dict[str, Any] | None = None
         self.wrote = False  # whether the last update wrote the record
         self._per_node = False  # a node's step (admit, release), which many hosts run at once
+        self._ended: int | None = None  # the admission batch this release ended
         self._driven_until = 0.0  # (monotonic) until then a driver holds the Lease: no pass of its own
         self._waiter = threading.Event()
 
@@ -715,6 +716,9 @@ class Rolling:
         if self.reconciler is not None:
             self.reconciler.schedule_new = True
         first = True
+        node_look = self.monotonic() + NODE_LOOK
+        gates = opts.gates if opts.gates is not None and opts.gates.active else None
+        gate_look = self.monotonic() + (gates.interval if gates is not None else 0.0)
         while True:
             window = self.window_state()
             if window is not None and not window["open"]:  # the window closed while the node waited
@@ -723,29 +727,51 @@ class Rolling:
             report = self._pass()
             changed = report is not None and report.changed
             phases, objects, deleting = self._look([node], report)
+            gone = False
             if phases[node] is None and node not in deleting:
-                if self._gone([node], [node], report, first=first):
-                    self.requests.absent([node])
-                    run = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))[0]
-                    return {**self._admitted(run, node, changed=True), "failure": NODE_GONE}
+                gone = bool(self._gone([node], [node], report, first=first))
+            elif phases[node] not in core.DRAINED_PHASES and self.monotonic() >= node_look:
+                # a request the scheduler leaves alone (its Node deleted meanwhile) says nothing: look at the Node
+                node_look = self.monotonic() + NODE_LOOK
+                listed = None if report is None else report.node_names
+                gone = bool(self.requests.unknown_nodes([node])) if listed is None or node not in listed else False
+            if gone:
+                self.requests.absent([node])
+                run = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))[0]
+                return {**self._admitted(run, node, changed=True), "failure": NODE_GONE}
+            waits_its_turn = phases[node] is None or phases[node] not in (*core.ACTIVE_PHASES, *core.DRAINED_PHASES)
+            if gates is not None and waits_its_turn and self.monotonic() >= gate_look:
+                # still in the scheduler's queue: a gate that started to block since must hold it back (nothing new
+                # is cordoned while a gate blocks), so its request is given back until the gates are clear again
+                gate_look = self.monotonic() + gates.interval
+                if self.blockers([node]):
+                    self._give_back([node])
+                    stop, gate_report = self._hold(
+                        run, [node], self.clock(), call_began, nodes=[node], phase=WAIT_ADMIT_GATE
+                    )
+                    if stop is not None:
+                        return {**stop, "node": node, "admitted": False}
+                    since, deadline = self.clock(), self._deadline(self.clock(), opts.wave_timeout)
+                    first = True
+                    continue
+            if phases[node] is None and node not in deleting:
                 self.requests.present([node], checked=True)
                 phases, objects, deleting = self._look([node])
                 changed = True
             first = False
             if phases[node] in core.DRAINED_PHASES:
                 now = self.clock()
-                take = partial(
-                    core.admit,
-                    node=node,
-                    now=now,
-                    gather=opts.gather,
-                    since=began,
-                    max_fail_percentage=opts.max_fail_percentage,
-                )
-                run, batch = self.update(take)
+
+                def take(r: core.RunRecord, now: float = now, began: float = began) -> tuple[int | None, bool]:
+                    last = r.last_wave
+                    batch = core.admit(r, node, now, opts.gather, began, opts.max_fail_percentage)
+                    return batch, batch is not None and batch > last
+
+                run, (batch, opened) = self.update(take)
                 if batch is None and run.nodes[node].state == core.PENDING:  # the failures went over the budget
                     return self._give_up(node, abort=True)
-                return {**self._admitted(run, node, changed=self.wrote, admitted=self.wrote), "gates": gate_report}
+                admitted = self._admitted(run, node, changed=self.wrote, admitted=self.wrote)
+                return {**admitted, "opened": self.wrote and opened, "gates": gate_report}
             if self.monotonic() >= deadline:
                 why = self.requests.explain(self._action(node, objects.get(node) or deleting.get(node)))
                 self._give_up(node)  # no request left for the scheduler to prepare with no one waiting for it
@@ -799,6 +825,7 @@ class Rolling:
             "changed": changed,
             "node": node,
             "admitted": admitted,
+            "opened": False,
             "wave": record.wave if admitted else None,
             "state": record.state,
             "done": not run.in_state(core.PENDING),
@@ -821,11 +848,12 @@ class Rolling:
         opts = self.options
         began = self.monotonic()
         self._take_turns()
+        self._ended = None
         if resume is not None and resume.get("phase") == WAIT_BACK:
             run = self.load()
             changed = True
         else:
-            run, changed = self.update(lambda r: core.node_outcome(r, node, failure, self.clock(), timing))
+            run, changed = self._leave(node, lambda r: core.node_outcome(r, node, failure, self.clock(), timing))
         record = run.nodes[node]  # node_outcome refused a node not in the run
         if record.state == core.DONE:
             return self._released(run, node, changed, [])
@@ -853,7 +881,7 @@ class Rolling:
                 nodes_not_ready=left,
             )
         if not_back:
-            run = self.update(lambda r: core.mark_failed(r, node, not_back[node], self.clock()))[0]
+            run = self._leave(node, lambda r: core.mark_failed(r, node, not_back[node], self.clock()))[0]
             if not opts.release_failed:
                 self._mark_failed_request(node, not_back[node])
                 return self._released(run, node, True, [])
@@ -861,14 +889,37 @@ class Rolling:
         if not_back:
             run = self.update(lambda r: core.mark_released(r, node, self.clock()))[0]
         else:
-            run = self.update(lambda r: core.mark_done(r, node, self.clock()))[0]
+            run = self._leave(node, lambda r: core.mark_done(r, node, self.clock()))[0]
         return self._released(run, node, True, [node])
+
+    def _leave(self, node: str, change: Callable[[core.RunRecord], T]) -> tuple[core.RunRecord, T]:
+        """:meth:`update` with ``change``; when that write takes ``node`` out of ``maintaining`` and leaves no node of
+        its admission batch maintaining, this call ended the batch (:attr:`_ended`; exactly one call does, the
+        writes being conditional)."""
+
+        def mutate(r: core.RunRecord) -> tuple[T, int | None]:
+            was = r.nodes[node].state if node in r.nodes else None
+            value = change(r)
+            record = r.nodes[node]
+            out = was == core.MAINTAINING and record.state != core.MAINTAINING
+            return value, record.wave if out and core.batch_ended(r, record.wave) else None
+
+        run, (value, ended) = self.update(mutate)
+        if self.wrote and ended is not None:
+            self._ended = ended
+        return run, value
 
     def _released(self, run: core.RunRecord, node: str, changed: bool, released: list[str]) -> dict[str, Any]:
         record = run.nodes[node]
+        ended: dict[str, Any] | None = None
+        if self._ended is not None:
+            nodes, failures = core.batch_of(run, self._ended)
+            ended = {"wave": self._ended, "nodes": nodes, "failures": failures}
         return {
             "changed": changed,
             "node": node,
+            "wave": record.wave,
+            "batch_ended": ended,
             "state": record.state,
             "failure": record.message if record.state == core.FAILED else None,
             "released": released,
@@ -1018,8 +1069,9 @@ class Rolling:
                 stop = self._stop(run, self.window_stop(window), window=window, nodes=nodes)
                 return stop, {**report, "blocked_by": list(seen)}
 
-    def blockers(self, pending: Sequence[str]) -> list[gatecore.Blocker]:
-        """What blocks the next wave now, by every gate (reads only)."""
+    def blockers(self, pending: Sequence[str], own: bool | None = None) -> list[gatecore.Blocker]:
+        """What blocks the next wave now, by every gate (reads only); with ``own`` (by default in a node's step),
+        what blocks the nodes ``pending`` themselves, whether or not the scheduler would take them next."""
         gates = self.options.gates
         out: list[gatecore.Blocker] = []
         if gates is None:
@@ -1027,7 +1079,9 @@ class Rolling:
         if gates.check_failure:
             out.append(gatecore.Blocker("tasks", f"the gate tasks failed: {gates.check_failure}"))
         if gates.pod_selector:
-            nodes = None if gates.pod_scope == "cluster" else self.candidates(pending)
+            # for a node's own step, its node, whether or not the scheduler would take it next
+            scope = list(pending) if (self._per_node if own is None else own) else self.candidates(pending)
+            nodes = None if gates.pod_scope == "cluster" else scope
             pods = self.client.list(PODS, label_selector=gates.pod_selector)["items"]
             out += gatecore.blocking_pods(pods, nodes)
         if gates.prometheus_url and self.fetch_alerts is None:  # fail safe, as when Prometheus does not answer

@@ -415,10 +415,11 @@ def admit(
     max_fail_percentage: float | None = None,
 ) -> int | None:
     """Record ``node``, whose request the scheduler made Ready, as handed to its maintenance tasks, in an admission
-    batch (the record's ``wave``): the latest one while its first node started at most ``gather`` seconds ago,
-    else a new one. Returns the batch; None, and nothing changed, when the node is not pending (admitted already:
-    a node is handed to its tasks once) or the run's failures are over ``max_fail_percentage``. ``since``: when
-    the pass (or look) that found the request Ready began (see :func:`observe`)."""
+    batch (the record's ``wave``): the latest one while its first node started at most ``gather`` seconds ago and
+    one of its nodes is still maintaining, else a new one (so a batch, once ended, never grows). Returns the
+    batch; None, and nothing changed, when the node is not pending (admitted already: a node is handed to its
+    tasks once) or the run's failures are over ``max_fail_percentage``. ``since``: when the pass (or look) that
+    found the request Ready began (see :func:`observe`)."""
     record = run.nodes.get(node)
     if record is None:
         raise RollingError(f"{node} is not in the run")
@@ -429,9 +430,21 @@ def admit(
     observe(run, {node: PHASE_READY}, now, since)
     last = run.last_wave
     firsts = [r.started for r in run.nodes.values() if last and r.wave == last and r.started is not None]
-    batch = last if firsts and now - min(firsts) <= gather else last + 1
+    joins = bool(firsts) and now - min(firsts) <= gather and not batch_ended(run, last)
+    batch = last if joins else last + 1
     record.state, record.wave, record.started = MAINTAINING, batch, now
     return batch
+
+
+def batch_ended(run: RunRecord, batch: int | None) -> bool:
+    """Whether no node of admission batch ``batch`` is maintaining any more."""
+    return batch is not None and not any(r.state == MAINTAINING for r in run.nodes.values() if r.wave == batch)
+
+
+def batch_of(run: RunRecord, batch: int) -> tuple[list[str], dict[str, str]]:
+    """The nodes of an admission batch, and why those that failed failed."""
+    nodes = sorted(n for n, r in run.nodes.items() if r.wave == batch)
+    return nodes, {n: run.nodes[n].message or "failed" for n in nodes if run.nodes[n].state == FAILED}
 
 
 def node_outcome(
