@@ -49,15 +49,15 @@ description:
     task's host and connection (the host is the node under maintenance; no C(delegate_to) is needed). The
     connection options, a C(kubeconfig) path included, and the task's C(environment) (C(K8S_AUTH_*),
     C(KUBECONFIG)) are the controller's. The other steps run where the task runs, as any module.
-  - O(step=drive) starts the run's driver (O(engine=builtin)) and returns at once: a process on the controller,
-    apart from Ansible's, that runs reconcile passes one after the other, holding the reconcile Lease from pass to
-    pass, until no node of the run is V(pending) or V(maintaining), or until the C(ansible-playbook) process that
-    started it is gone. While it runs, O(step=admit) and O(step=release) run no pass of their own; each only reads
-    its own node's request and Node, so that hundreds of hosts waiting at once cost little. The driver is not
-    needed for safety or progress; without it (not started, killed: its Lease runs out within
-    O(lease_duration)) the nodes' steps run the passes themselves. Another run's driver, or any other reconcile
-    pass holding the Lease, serves this run's requests too. With O(engine=operator) it does nothing. Start it
-    after O(step=start).
+  - O(step=drive) starts the run's driver (O(engine=builtin)) and returns at once. The driver is a process on the
+    controller, apart from Ansible's, that runs reconcile passes one after the other, holding the reconcile Lease
+    from pass to pass, until no node of the run is V(pending) or V(maintaining), or until the C(ansible-playbook)
+    process that started it is gone. While it runs, O(step=admit) and O(step=release) run no pass of their own; each
+    only reads its own node's request and Node, so that hundreds of hosts waiting at once cost little. The driver is
+    not needed for safety or progress; without it (not started, or killed and its Lease runs out within
+    its 60 s) the nodes' steps run the passes themselves. Another run's driver, or any other reconcile pass
+    holding the Lease, serves this run's requests too. With O(engine=operator) it does nothing. Start it after
+    O(step=start).
   - O(step=summary) returns the record as a table.
   - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
     the settings of O(window) and O(gates); it reads nothing in the cluster.
