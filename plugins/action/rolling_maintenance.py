@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ansible.utils.display import Display
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress import ProgressAction
+
+display = Display()
 
 # The step that goes on with each kind of wait (the engine's STEP_OF_WAIT, which a unit test holds this to; the
 # engine is not imported here, as it would cost every task of this action its import).
@@ -31,6 +34,21 @@ START_KEYS = ("requested", "added", "interrupted", "requeued", "finished", "over
 CONTROLLER_STEPS = ("admit", "release", "drive")
 
 
+def outcome_line(step: Any, result: dict[str, Any]) -> str:
+    """The line a node's step prints when it is done (an admission, a release), so that the run shows each node
+    as it goes without a task of its own per host; empty for the other steps and results."""
+    if result.get("failed") or "node" not in result:
+        return ""
+    if step == "admit" and result.get("admitted"):
+        counts = result.get("counts") or {}
+        opened = " (a new wave)" if result.get("opened") else ""
+        return f"Wave {result.get('wave')}: {result['node']} admitted{opened}; {counts.get('pending', 0)} still pending"
+    if step == "release" and result.get("state"):
+        failure = f": {result['failure']}" if result.get("failure") else ""
+        return f"{result['node']}: {result['state']} (wave {result.get('wave')}){failure}"
+    return ""
+
+
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.rolling_maintenance"
 
@@ -41,7 +59,11 @@ class ActionModule(ProgressAction):
                 "msg": "step=admit, step=release and step=drive run on the controller (admit and release wait in "
                 "the task, with progress lines, see progress_after; drive returns at once); they do not take async.",
             }
-        return super().run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
+        line = outcome_line(self._task.args.get("step"), result)
+        if line:
+            display.display(f"{self._task.get_name()}: {line}")
+        return result
 
     def call(self, args: dict[str, Any], task_vars: dict[str, Any] | None) -> dict[str, Any]:
         if args.get("step") not in CONTROLLER_STEPS:

@@ -166,7 +166,7 @@ options:
   timing:
     description:
       - With O(step=release), the start and end (seconds since the epoch) of the node's maintenance tasks, for the
-        summary's C(maintained) column.
+        summary's C(maintained) column. Unset, from the node's admission to the release.
     type: list
     elements: float
   succeeded:

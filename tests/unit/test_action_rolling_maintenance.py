@@ -205,3 +205,14 @@ def test_the_steps_of_one_node_refuse_async(monkeypatch: pytest.MonkeyPatch) -> 
     plugin._task = task  # type: ignore[assignment]
     result = plugin.run(task_vars={})
     assert result["failed"] is True and "do not take async" in result["msg"]
+
+
+def test_a_node_s_steps_print_its_admission_and_its_outcome_and_nothing_else() -> None:
+    admitted = {"node": "gpu-7", "admitted": True, "opened": True, "wave": 3, "counts": {"pending": 12}}
+    assert action.outcome_line("admit", admitted) == "Wave 3: gpu-7 admitted (a new wave); 12 still pending"
+    assert action.outcome_line("admit", {**admitted, "admitted": False}) == ""  # not admitted: its own task says why
+    failed = {"node": "gpu-7", "state": "failed", "wave": 3, "failure": "Reboot: timed out"}
+    assert action.outcome_line("release", failed) == "gpu-7: failed (wave 3): Reboot: timed out"
+    assert action.outcome_line("release", {**failed, "state": "done", "failure": None}) == "gpu-7: done (wave 3)"
+    assert action.outcome_line("release", {**failed, "failed": True, "msg": "boom"}) == ""
+    assert action.outcome_line("start", {"node": "x", "state": "done"}) == ""

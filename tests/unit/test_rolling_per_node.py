@@ -453,3 +453,13 @@ def test_exactly_one_release_ends_a_batch_when_its_hosts_release_at_once(api: Ap
         thread.join(60)
         assert not thread.is_alive()
     assert ended == [{"wave": 1, "nodes": sorted(NODES_OF_RUN), "failures": {}}]
+
+
+def test_a_release_without_the_tasks_own_span_counts_from_the_admission(api: Api) -> None:
+    deferred(api, "n0")
+    api.auto_ready = True
+    rolling(api).admit("n0")
+    started = api.record()["n0"]["started"]
+    rolling(api).release("n0", None)
+    row = api.record()["n0"]
+    assert row["began"] == started and row["began"] <= row["ended"] <= row["finished"]

@@ -853,7 +853,15 @@ class Rolling:
             run = self.load()
             changed = True
         else:
-            run, changed = self._leave(node, lambda r: core.node_outcome(r, node, failure, self.clock(), timing))
+
+            def outcome(r: core.RunRecord) -> bool:
+                now = self.clock()
+                started = r.nodes[node].started if node in r.nodes else None
+                # without the tasks' own span, from the admission (the maintenance starts right after it) to now
+                span = timing if timing else (None if started is None else (started, now))
+                return core.node_outcome(r, node, failure, now, span)
+
+            run, changed = self._leave(node, outcome)
         record = run.nodes[node]  # node_outcome refused a node not in the run
         if record.state == core.DONE:
             return self._released(run, node, changed, [])
