@@ -230,8 +230,10 @@ def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progres
     out = output.read_text()
     lines = [line for line in out.splitlines() if progress in line]
     assert all(f"pod {namespace}/latecomer on {names[0]}" in line for line in lines), lines
-    # the lines come from the second node's admit step, before it is admitted in wave 2
+    # the lines come from the second node's admit step, before it is admitted (in wave 2, or in wave 1 when its
+    # admission comes within rolling_gather_seconds of the first node's, while that one is being released)
     assert all("Wait until the scheduler has made the node ready" in line for line in lines), lines
-    assert out.index("Wave 1: ") < out.index(progress) < out.index("Wave 2: ")
+    admissions = [out.index(f"{name} admitted") for name in names[1:3]]  # either node may go first
+    assert min(admissions) < out.index(progress) < max(admissions)
     assert maintained(log) == dict.fromkeys(names[1:3], 1)
     assert {n: r["state"] for n, r in record(engine, "later").items()} == dict.fromkeys(names[1:3], "done")
