@@ -31,7 +31,7 @@ STEP_OF_WAIT = {
 # What a start did before it handed its wait back: the call that goes on only releases.
 START_KEYS = ("requested", "added", "interrupted", "requeued", "finished", "overrides")
 # The steps that run on the controller.
-CONTROLLER_STEPS = ("admit", "release", "drive")
+CONTROLLER_STEPS = ("admit", "release", "drive", "stop")
 
 
 def outcome_line(step: Any, result: dict[str, Any]) -> str:
@@ -56,8 +56,9 @@ class ActionModule(ProgressAction):
         if self._task.async_val and self._task.args.get("step") in CONTROLLER_STEPS:
             return {
                 "failed": True,
-                "msg": "step=admit, step=release and step=drive run on the controller (admit and release wait in "
-                "the task, with progress lines, see progress_after; drive returns at once); they do not take async.",
+                "msg": "step=admit, step=release, step=drive and step=stop run on the controller (admit and release "
+                "wait in the task, with progress lines, see progress_after; drive and stop return at once); they do "
+                "not take async.",
             }
         result = super().run(tmp, task_vars)
         line = outcome_line(self._task.args.get("step"), result)
@@ -93,13 +94,29 @@ class ActionModule(ProgressAction):
     def _drive(module: Any, run: Any) -> dict[str, Any]:
         """Start the driver (``run`` with the step ``drive``) in a process of its own, detached from this worker,
         which Ansible ends with the task: it runs until its run ends or ``ansible-playbook`` (this worker's
-        parent) is gone. The client is made here first, so that a wrong connection setting fails the task."""
+        parent) is gone. The client is made here first, with the pool the step's workers need, so that a wrong
+        connection setting fails the task. A driver that cannot be started is a warning: the nodes' steps run
+        the passes themselves then."""
+        from ansible_collections.nodeops.maintenance.plugins.module_utils.rolling_steps import run_options
         from ansible_collections.nodeops.maintenance.plugins.plugin_utils import detach
 
+        try:
+            options, _overrides = run_options(module.params)
+        except ValueError as exc:
+            return {"failed": True, "msg": str(exc)}
+        if options.reconcile is not None:
+            module.set_pool_size(options.reconcile.pool_size())
         module.client  # noqa: B018 - fails the task (Ended) on a connection setting it cannot use
-        playbook = os.getppid()
-        module.alive = lambda: detach.alive(playbook)
-        pid = detach.start(lambda: run(module))  # which ends in Ended, as every step
+        playbook = detach.Process.of(os.getppid())
+        module.alive = playbook.alive
+        try:
+            pid = detach.start(lambda: run(module))  # which ends in Ended, as every step
+        except OSError as exc:
+            return {
+                "changed": False,
+                "driver": None,
+                "warnings": [f"The run's driver could not be started ({exc}); each node's steps run the passes."],
+            }
         return {"changed": False, "driver": pid, "msg": f"The run's driver runs as process {pid} on the controller."}
 
     def again(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

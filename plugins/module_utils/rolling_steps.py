@@ -57,7 +57,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "step": {
         "type": "str",
         "required": True,
-        "choices": ["start", "next_wave", "finish", "summary", "window", "admit", "release", "drive"],
+        "choices": ["start", "next_wave", "finish", "summary", "window", "admit", "release", "drive", "stop"],
     },
     "run_id": {"type": "str", "required": True},
     "node_names": {"type": "list", "elements": "str", "default": []},
@@ -70,6 +70,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "defer_requests": {"type": "bool", "default": False},
     "node": {"type": "str"},
     "failure": {"type": "str"},
+    "message": {"type": "str"},
     "timing": {"type": "list", "elements": "float"},
     "succeeded": {"type": "list", "elements": "str", "default": []},
     "failed": {"type": "dict", "default": {}},
@@ -251,7 +252,7 @@ def admit_check(rolling: Rolling, run: RunRecord, node: str) -> dict[str, Any]:
     state = run.nodes[node].state
     abort = fail_budget(run, rolling.options.max_fail_percentage).exceeded
     result: dict[str, Any] = {
-        "changed": state == PENDING and not abort,
+        "changed": state == PENDING and not abort and run.stopped is None,
         "node": node,
         "admitted": False,
         "wave": None,
@@ -259,6 +260,8 @@ def admit_check(rolling: Rolling, run: RunRecord, node: str) -> dict[str, Any]:
         "abort": abort,
         **rolling.status(run),
     }
+    if run.stopped is not None and state == PENDING:
+        result["stopped"] = run.stopped
     if result["changed"]:
         window = rolling.window_state()
         blockers = [b.as_dict() for b in rolling.blockers([node], own=True)] if window is None or window["open"] else []
@@ -341,6 +344,8 @@ def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
             return {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
     elif p["step"] == "drive":
         result.update(passes=0, errors=[])
+    elif p["step"] == "stop":
+        result.update(changed=run.stopped is None, stopped=run.stopped)
     else:
         return rolling.summary()
     result.update(rolling.status(run))
@@ -391,6 +396,8 @@ def run(module: Any) -> None:
             result = rolling.release(p["node"], p["failure"] or None, p["timing"], resume)
         elif step == "drive":
             result = rolling.drive(getattr(module, "alive", lambda: True))
+        elif step == "stop":
+            result = rolling.stop(p["message"] or "")
         elif step == "next_wave":
             result = rolling.next_wave(resume)
         elif step == "finish":

@@ -41,23 +41,34 @@ description:
     row of the record, with a conditional write tried again when another host wrote in between. A node is handed
     to its maintenance once. O(step=admit) for a node admitted earlier, by this host or another, returns
     RV(admitted=false) and changes nothing; a node a killed run left V(maintaining) is the next O(step=start)'s
-    (O(interrupted)). O(step=admit) checks the gates once, before it makes the request, and the window before
-    each pass. It admits no node once the run's failures are over O(max_fail_percentage), also when they go over
-    while it waits; then, and when it times out (O(wave_timeout)), it gives the node's request back and leaves
-    the node V(pending).
-  - O(step=admit), O(step=release) and O(step=drive) run on the controller, in the module's action, whatever the
-    task's host and connection (the host is the node under maintenance; no C(delegate_to) is needed). The
-    connection options, a C(kubeconfig) path included, and the task's C(environment) (C(K8S_AUTH_*),
+    (O(interrupted)). O(step=admit) checks the gates before it makes the request, again every O(gate_interval)
+    seconds while the node waits for the scheduler, and the window before each pass. It admits no node once the
+    run's failures are over O(max_fail_percentage), also when they go over while it waits; then, and whenever
+    else it ends without admitting the node (a stop, a timeout, an error), it gives the node's request back and
+    leaves the node V(pending).
+  - B(A stopped run.) When an O(step=admit) stops the run (the window closed, a gate blocked past
+    O(gate_timeout), or no slot came for its node within O(wave_timeout) while the scheduler had not taken it),
+    or O(step=stop) is called, the stop is written to the record (RV(stopped); the first one stays). Every other
+    O(step=admit) of the run, waiting or still to come, then gives its request back and returns
+    RV(admitted=false) with that RV(stopped), within about 5 seconds (within O(gate_interval) while its gates
+    block; one may make its request in between, given back at once); the nodes in their maintenance go on and
+    are released. O(step=summary) returns it; the next O(step=start) clears it and goes on with the run.
+  - O(step=admit), O(step=release), O(step=drive) and O(step=stop) run on the controller, in the module's action,
+    whatever the task's host and connection (the host is the node under maintenance; no C(delegate_to) is needed).
+    The connection options, a C(kubeconfig) path included, and the task's C(environment) (C(K8S_AUTH_*),
     C(KUBECONFIG)) are the controller's. The other steps run where the task runs, as any module.
   - O(step=drive) starts the run's driver (O(engine=builtin)) and returns at once. The driver is a process on the
     controller, apart from Ansible's, that runs reconcile passes one after the other, holding the reconcile Lease
     from pass to pass, until no node of the run is V(pending) or V(maintaining), or until the C(ansible-playbook)
-    process that started it is gone. While it runs, O(step=admit) and O(step=release) run no pass of their own; each
-    only reads its own node's request and Node, so that hundreds of hosts waiting at once cost little. The driver is
-    not needed for safety or progress; without it (not started, or killed and its Lease runs out within
-    its 60 s) the nodes' steps run the passes themselves. Another run's driver, or any other reconcile pass
-    holding the Lease, serves this run's requests too. With O(engine=operator) it does nothing. Start it after
-    O(step=start).
+    process that started it is gone (or the run stopped and no node of it is V(maintaining)). Its passes serve the
+    C(NodeMaintenance) objects of every namespace, as the Lease it holds is the config's. While it runs,
+    O(step=admit) and O(step=release) run no pass of their own; each only reads its own node's request and Node (and
+    the run's record every few seconds), so
+    that hundreds of hosts waiting at once cost little. The driver is not needed for safety or progress; without it
+    (not started, or killed and its Lease runs out within its 60 s) the nodes' steps run the passes themselves.
+    Another run's driver, or any other reconcile pass holding the Lease, serves this run's requests too. With
+    O(engine=operator) it does nothing. Start it after O(step=start).
+  - O(step=stop) records that the run stops (O(message) says why), as above; it changes no request itself.
   - O(step=summary) returns the record as a table.
   - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
     the settings of O(window) and O(gates); it reads nothing in the cluster.
@@ -99,16 +110,17 @@ attributes:
       - O(step=finish) checks its input and reports the outcome it would record, as if every node in O(succeeded)
         came back Ready; it reports a change when the current wave has nodes. O(step=summary) reads only.
       - O(step=drive) starts no driver and reports no change.
-      - O(step=admit) admits nothing; it reports a change when the node is pending and the window, the gates
-        and the failures let it through. O(step=release) reports a change when the node's outcome is not on
-        record yet.
+      - O(step=stop) writes nothing; it reports a change when the run is not stopped on record yet.
+      - O(step=admit) admits nothing; it reports a change when the node is pending and the window, the gates and the
+        failures let it through and the run is not stopped on record (then RV(stopped)). O(step=release) reports a
+        change when the node's outcome is not on record yet.
   diff_mode:
     support: none
 options:
   step:
     description: Which step of the run to take.
     type: str
-    choices: [start, next_wave, finish, summary, window, admit, release, drive]
+    choices: [start, next_wave, finish, summary, window, admit, release, drive, stop]
     required: true
   run_id:
     description:
@@ -162,6 +174,12 @@ options:
   failure:
     description:
       - With O(step=release), why the node's maintenance tasks failed; unset or empty when they passed.
+      - The first outcome on record stands. Given after a release that recorded the node's success and then failed
+        (it was not released), it is the release that is tried again.
+    type: str
+  message:
+    description:
+      - With O(step=stop), why the run stops, for the record and each node's admit.
     type: str
   timing:
     description:
@@ -544,13 +562,16 @@ finished:
       type: bool
 stopped:
   description:
-    - Why the run stopped without a new wave, when the window is closed or a gate blocks. Run the same command
-      again to go on.
-  returned: when O(step=start), O(step=next_wave) or O(then_next_wave) stopped the run
+    - Why the run stopped without a new wave, when the window is closed or a gate blocks, or before a node's
+      admission (see B(A stopped run) above). Run the same command again to go on.
+  returned: when O(step=start), O(step=next_wave) or O(then_next_wave) stopped the run; O(step=admit) that did
+    not admit its node because of a stop; O(step=stop); O(step=summary) (null while the run was not stopped)
   type: dict
   contains:
     reason:
-      description: V(window) or V(gate).
+      description:
+        - V(window), V(gate), V(timeout) (no slot came for a node within O(wave_timeout)) or V(asked)
+          (O(step=stop)).
       type: str
     message:
       description: What stopped the run and what to do.
@@ -564,6 +585,9 @@ stopped:
           C(namespace), C(name), C(node) and C(phase), alerts with C(alertname), C(state) and C(labels).
       type: list
       elements: dict
+    at:
+      description: When the stop was recorded (RFC 3339); only a stop on record has it.
+      type: str
   sample:
     reason: gate
     message: "The next wave is blocked (still after 1800s): pod ml/trainer-0 on gpu-07. ..."

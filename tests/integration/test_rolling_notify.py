@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.rolling import record_name
 from cluster import kwok
-from integration.test_rolling import BUILTIN_ONLY, command, record, run, tasks_file
+from integration.test_rolling import BUILTIN_ONLY, command, our_requests, record, run, tasks_file, unique
+from kubernetes import client as k8s
 from support.engines import Engine
 from support.http_receiver import Receiver
 
@@ -151,3 +153,34 @@ def test_slack_gets_text_and_blocks_for_each_event_in_order(
     (failed,) = [g for g in got if g["blocks"][0]["text"]["text"].split("*")[1] == "Node failed"]
     assert f"node {broken} failed" in failed["text"] and "firmware update failed" in failed["text"]
     assert "ended after" in got[-1]["text"] and f"failed: {broken}" in got[-1]["text"]
+
+
+@BUILTIN_ONLY
+def test_a_fatal_notification_records_the_failure_first_and_stops_the_waiting_nodes(
+    engine: Engine, small_fleet: tuple[str, list[str]], tmp_path: Path, receiver: Receiver
+) -> None:
+    """The node_failed notification cannot be sent and rolling_notify_fatal is set: the failed node is on record as
+    failed before it (not left maintaining, to be released as interrupted by the next run), the stop is on record,
+    and no node that was waiting for its turn keeps a request."""
+    path = "/hooks/fatal"
+    receiver.answers(path, [500] * 20)
+    out, broken = notified_run(
+        engine,
+        small_fleet,
+        tmp_path,
+        receiver,
+        "fatal",
+        rolling_notify_url=receiver.url(path),
+        rolling_notify_events=["node_failed"],
+        rolling_notify_fatal=True,
+        rolling_notify_retries=0,
+    )
+    assert "The node_failed notification could not be sent (rolling_notify_fatal)" in out.replace("\n", " ")
+    state = record(engine, "fatal")
+    assert state[broken]["state"] == "failed" and "firmware update failed" in state[broken]["message"]
+    name = record_name(unique(engine, "fatal"))
+    data = k8s.CoreV1Api(engine.api).read_namespaced_config_map(name, engine.config_namespace).data
+    assert json.loads(data["run.json"])["stopped"]["reason"] == "asked"
+    left = {o["spec"]["nodeName"] for o in our_requests(engine.api, engine.namespace)}
+    assert not left & {n for n, r in state.items() if r["state"] == "pending"}, (state, left)
+    assert [r.json["event"] for r in receiver.received()] == ["node_failed"]

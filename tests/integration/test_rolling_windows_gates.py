@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,46 @@ def test_the_gates_block_the_first_wave_each_named_and_nothing_is_cordoned(
     assert "NodeopsOtherAlert" not in out
     assert cordoned(api, names) == [] and our_requests(api, namespace) == [] and maintained(log) == {}
     assert record(engine, "gates")[names[0]]["state"] == "pending"
+
+
+def test_a_gate_that_blocks_for_good_stops_the_run_once_not_once_per_group_of_hosts(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """Four nodes, two hosts at a time (-f 2), gate tasks that always fail: the first hosts check until the gate
+    timeout and stop the run on record; the hosts after them check once, find the stop and leave, instead of
+    waiting a gate timeout of their own."""
+    api, namespace = engine.api, engine.namespace
+    _selector, names = fleet
+    targets = names[:4]
+    tasks, log = tasks_file(tmp_path)
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    gate = tmp_path / "gate.yml"
+    gate.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Count the check",
+                    "ansible.builtin.tempfile": {"path": str(checks), "prefix": "{{ nodeops_node_name }}."},
+                },
+                {"name": "Check the storage", "ansible.builtin.fail": {"msg": "ceph is HEALTH_ERR"}},
+            ]
+        )
+    )
+    variables = {
+        "rolling_node_names": targets,
+        "rolling_gate_tasks": str(gate),
+        "rolling_gate_timeout": 8,
+        "rolling_gate_interval": 0.5,
+    }
+    out = run(with_vars(command(engine, "", tasks, "gate-once", "-f", "2"), variables), expect_rc=2)
+    per_node = Counter(p.name.rsplit(".", 1)[0] for p in checks.iterdir())
+    assert sorted(per_node) == sorted(targets), out[-3000:]
+    first, later = sorted(per_node.values(), reverse=True)[:2], sorted(per_node.values())[:2]
+    assert later == [1, 1] and min(first) > 1, (per_node, out[-3000:])
+    assert "the gate tasks failed: Check the storage: ceph is HEALTH_ERR" in out
+    assert cordoned(api, names) == [] and our_requests(api, namespace) == [] and maintained(log) == {}
+    assert {n: r["state"] for n, r in record(engine, "gate-once").items()} == dict.fromkeys(targets, "pending")
 
 
 def test_a_long_gate_wait_says_what_it_waits_for_and_the_run_goes_on_once_it_clears(

@@ -3,6 +3,7 @@ API, with many hosts of one run at the same time (threads) updating one record."
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -30,6 +31,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
     NODE_MAINTENANCES,
     NODES,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import Forbidden, K8sError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit.test_engine_maintenance import NS, node
@@ -89,8 +91,8 @@ def test_an_outcome_is_recorded_once_and_only_for_an_admitted_node() -> None:
     assert core.node_outcome(run, "a", None, 5.0, (2.0, 4.0)) is True
     assert run.nodes["a"].state == core.MAINTAINING and run.nodes["a"].finished == 5.0
     assert (run.nodes["a"].began, run.nodes["a"].ended) == (2.0, 4.0)
-    assert core.node_outcome(run, "a", "late failure", 6.0) is False  # the first report stands
-    assert run.nodes["a"].state == core.MAINTAINING
+    assert core.node_outcome(run, "a", None, 6.0) is False  # the same report again
+    assert run.nodes["a"].state == core.MAINTAINING and run.nodes["a"].finished == 5.0
     assert core.node_outcome(run, "c", "disk full", 5.0) is True
     assert run.nodes["c"].state == core.FAILED and run.nodes["c"].message == "disk full"
     assert core.node_outcome(run, "c", "disk full", 7.0) is False
@@ -463,3 +465,173 @@ def test_a_release_without_the_tasks_own_span_counts_from_the_admission(api: Api
     rolling(api).release("n0", None)
     row = api.record()["n0"]
     assert row["began"] == started and row["began"] <= row["ended"] <= row["finished"]
+
+
+# ================================================================================= a failed release, a stopped run
+def test_a_release_that_failed_after_recording_success_is_tried_again_by_the_next_release(api: Api) -> None:
+    deferred(api, "n0")
+    api.auto_ready = True
+    rolling(api).admit("n0")
+    api.set_node_ready("n0", False)
+    waiting = rolling(api, progress_after=3.0).release("n0", None)  # success on record, not released yet
+    assert waiting["resume"]["phase"] == WAIT_BACK and api.record()["n0"]["finished"] is not None
+    api.set_node_ready("n0", True)
+    again = rolling(api).release("n0", "its host left the play")  # the outcome on record stands
+    assert again["state"] == core.DONE and again["released"] == ["n0"] and api.request("n0") is None
+
+
+def test_a_stop_is_kept_in_the_record_the_first_stays_and_a_start_clears_it() -> None:
+    run = run_of("a")
+    blockers = [{"gate": "pods", "message": f"pod {i}"} for i in range(9)]
+    first = core.record_stop(run, {"reason": "gate", "message": "blocked", "blockers": blockers}, 10.0)
+    assert core.record_stop(run, {"reason": "timeout", "message": "later"}, 20.0) == first
+    assert first["reason"] == "gate" and len(first["blockers"]) == core.STOP_BLOCKERS_KEPT
+    again = core.RunRecord.from_data(run.to_data(), "r", "q")
+    assert again.stopped == first
+    core.plan_start(again, ["a"], 30.0)
+    assert again.stopped is None and "stopped" not in json.loads(again.to_data()[core.RUN_KEY])
+    broken = {**run.to_data(), core.RUN_KEY: json.dumps({"runID": "r", "requestor": "q", "stopped": "yes"})}
+    with pytest.raises(core.RollingError, match="stop has the wrong shape"):
+        core.RunRecord.from_data(broken, "r", "q")
+
+
+def test_admit_of_a_stopped_run_admits_nothing_gives_the_request_back_and_a_start_goes_on(api: Api) -> None:
+    deferred(api, "n0", "n1")
+    rolling(api).requests.present(["n1"])  # left by an admit that was killed in its wait
+    stopped = rolling(api).stop("the webhook is down")
+    assert stopped["changed"] is True and stopped["stopped"]["reason"] == engine.STOP_ASKED
+    assert rolling(api).stop("again")["changed"] is False  # the first stop stays
+    api.auto_ready = True
+    result = rolling(api).admit("n1")
+    assert result["admitted"] is False and result["stopped"]["message"] == "the webhook is down"
+    assert api.request("n1") is None and api.record()["n1"]["state"] == core.PENDING
+    assert rolling(api).summary()["stopped"]["reason"] == engine.STOP_ASKED
+    deferred(api, "n0", "n1")  # the same command again
+    assert rolling(api).summary()["stopped"] is None
+    assert rolling(api).admit("n0")["admitted"] is True
+
+
+def test_an_admit_waiting_for_its_turn_stops_when_another_step_stops_the_run(api: Api) -> None:
+    deferred(api, "n0")
+    looks: list[int] = []
+
+    def stop_later(fake: Api) -> None:  # the run is stopped while n0 waits in the scheduler's queue
+        looks.append(1)
+        if len(looks) == 3:
+            rolling(fake).stop("a fatal notification")
+
+    api.hooks.append(stop_later)
+    result = rolling(api, wave_timeout=3600.0).admit("n0")
+    assert result["admitted"] is False and result["stopped"]["reason"] == engine.STOP_ASKED
+    assert api.request("n0") is None and api.record()["n0"]["state"] == core.PENDING
+    assert len(looks) < 50  # it read the record within NODE_LOOK, not at its timeout
+
+
+def test_an_admit_that_gets_no_slot_in_time_stops_the_run_for_the_nodes_after_it(api: Api) -> None:
+    deferred(api, "n0", "n1")
+    with pytest.raises(RequestError, match=r"n0 .* did not become ready for its maintenance within 5s"):
+        rolling(api, wave_timeout=5.0).admit("n0")
+    stop = rolling(api).summary()["stopped"]
+    assert stop["reason"] == engine.STOP_TIMEOUT and "run the same command again" in stop["message"]
+    writes = api.write_count
+    result = rolling(api, wave_timeout=3600.0).admit("n1")  # not another timeout of its own
+    assert result["admitted"] is False and result["stopped"] == stop
+    assert api.request("n1") is None and api.write_count == writes
+
+
+def test_an_admit_whose_node_is_stuck_in_its_drain_times_out_alone(api: Api) -> None:
+    deferred(api, "n0", "n1")
+
+    def draining(fake: Api) -> None:
+        if fake.request("n0") is not None and not fake.condition("n0", "Ready"):
+            fake.set_phase("n0", lc.PHASE_DRAINING)
+
+    api.hooks.append(draining)
+    with pytest.raises(RequestError, match="did not become ready"):
+        rolling(api, wave_timeout=5.0).admit("n0")
+    assert rolling(api).summary()["stopped"] is None and api.request("n0") is None
+
+
+def test_an_admit_that_fails_in_its_wait_gives_its_request_back(api: Api) -> None:
+    deferred(api, "n0")
+    failures: list[int] = []
+
+    def api_away_once(fake: Api) -> None:
+        if fake.request("n0") is not None and not failures:
+            failures.append(1)
+            raise K8sError("the API server went away")
+
+    api.hooks.append(api_away_once)
+    with pytest.raises(K8sError, match="went away"):
+        rolling(api).admit("n0")
+    assert failures and api.request("n0") is None and api.record()["n0"]["state"] == core.PENDING
+
+
+def test_the_driver_serves_every_namespace_and_a_stopped_run_s_driver_ends_with_its_last_release(api: Api) -> None:
+    reconcile = driven(api, "n0", "n1")
+    assert rolling(api, engine="builtin", reconcile=reconcile).admit("n0")["admitted"] is True
+    rolling(api).stop("stopped after the first admission")  # n1 is never admitted now
+    other = {
+        "apiVersion": NODE_MAINTENANCES.api_version,
+        "kind": NODE_MAINTENANCES.kind,
+        "metadata": {"name": "other-n5", "namespace": "elsewhere"},
+        "spec": {"nodeName": "n5", "requestorID": "someone.else.io", "cordon": True},
+    }
+    api.add(NODE_MAINTENANCES, other)
+    result: dict[str, Any] = {}
+    driver = threading.Thread(
+        target=lambda: result.update(rolling(api, engine="builtin", reconcile=reconcile).drive(lambda: True))
+    )
+    driver.start()
+    deadline = time.monotonic() + 30
+    while not (api.objects[(NODE_MAINTENANCES.plural, "elsewhere", "other-n5")].get("status") or {}).get("conditions"):
+        assert time.monotonic() < deadline, "the driver did not serve the request of another namespace"
+        threading.Event().wait(0.01)
+    assert driver.is_alive()  # n0 is still in its maintenance
+    assert rolling(api, engine="builtin", reconcile=reconcile).release("n0", None)["state"] == core.DONE
+    driver.join(60)
+    assert not driver.is_alive(), "the driver of a stopped run did not end with its last release"
+    assert result["passes"] >= 1 and result["complete"] is False and lease_holder(api) is None
+    assert api.request("n1") is None and api.record()["n1"]["state"] == core.PENDING
+
+
+def test_a_driver_not_allowed_to_list_every_namespace_serves_its_run_s_own(api: Api) -> None:
+    reconcile = driven(api, "n0")
+    listing = api.list
+
+    def namespaced_only(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        if res is NODE_MAINTENANCES and namespace is None:
+            raise Forbidden("nodemaintenances is forbidden at the cluster scope", 403)
+        return listing(res, namespace, **kw)
+
+    api.list = namespaced_only  # type: ignore[method-assign]
+    result: dict[str, Any] = {}
+    driver = threading.Thread(
+        target=lambda: result.update(rolling(api, engine="builtin", reconcile=reconcile).drive(lambda: True))
+    )
+    driver.start()
+    assert rolling(api, engine="builtin", reconcile=reconcile).admit("n0")["admitted"] is True
+    assert rolling(api, engine="builtin", reconcile=reconcile).release("n0", None)["state"] == core.DONE
+    driver.join(60)
+    assert not driver.is_alive()
+    assert result["passes"] >= 1 and any("forbidden at the cluster scope" in e for e in result["errors"])
+
+
+def test_a_host_whose_node_another_host_admitted_and_released_meanwhile_makes_no_request_again(api: Api) -> None:
+    deferred(api, "n0")
+    other_host: list[dict[str, Any]] = []
+
+    def admitted_and_released_by_another_host(fake: Api) -> None:
+        if other_host:  # once, and not from within its own steps
+            return
+        other_host.append({})
+        fake.auto_ready = True
+        other_host[0] = rolling(fake).admit("n0")
+        rolling(fake).release("n0", None)
+        fake.auto_ready = False
+
+    api.hooks.append(admitted_and_released_by_another_host)
+    result = rolling(api).admit("n0")  # its first look runs the other host's admission and release
+    assert other_host[0]["admitted"] is True and api.record()["n0"]["state"] == core.DONE
+    assert result["admitted"] is False and result["state"] == core.DONE
+    assert api.requests() == []

@@ -11,11 +11,12 @@ replace, retried after a re-read on Conflict.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -181,17 +182,21 @@ class Requests:
         return items
 
     def unknown_nodes(self, nodes: Sequence[str]) -> list[str]:
-        """The ``nodes`` that no Node object has (a GET each for a few, else one list)."""
-        if len(nodes) > REFRESH_BY_LIST:
-            present = {n["metadata"]["name"] for n in self.client.list(NODES)["items"]}
-            return [n for n in nodes if n not in present]
-        unknown = []
-        for node in nodes:
-            try:
-                self.client.get(NODES, node)
-            except NotFound:
-                unknown.append(node)
-        return unknown
+        """The ``nodes`` that no Node object has."""
+        present = self.node_objects(nodes)
+        return [n for n in nodes if n not in present]
+
+    def node_objects(self, nodes: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The Node objects of ``nodes`` that exist, by name: a GET each for a few, else one list."""
+        wanted = list(dict.fromkeys(nodes))
+        if len(wanted) > REFRESH_BY_LIST:
+            listed = {n["metadata"]["name"]: n for n in self.client.list(NODES)["items"]}
+            return {n: listed[n] for n in wanted if n in listed}
+        present = {}
+        for node in wanted:
+            with contextlib.suppress(NotFound):
+                present[node] = self.client.get(NODES, node)
+        return present
 
     def check_nodes(self, nodes: Sequence[str]) -> None:
         present = {n["metadata"]["name"] for n in self.client.list(NODES)["items"]}

@@ -16,7 +16,8 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from ..core.maintenance import gates as gatecore
@@ -27,14 +28,14 @@ from ..core.maintenance.scheduler import FINALIZER
 from ..core.maintenance.window import Window
 from ..core.node.conditions import find as find_condition
 from ..core.node.conditions import set_condition
+from ..core.node.errors import NodeopsError
 from ..core.node.nodes import node_ready
-from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, NODES, PODS, Client
-from ..k8s.errors import Conflict, K8sError, NotFound
+from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, PODS, Client
+from ..k8s.errors import Conflict, Forbidden, K8sError, NotFound
 from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler, key_of
 from .requests import (
     DELETED,
     LEFT,
-    REFRESH_BY_LIST,
     UNCHANGED,
     Action,
     RequestError,
@@ -47,6 +48,8 @@ from .requests import (
 FAILED_REASON = "FailedMaintenance"
 STOP_WINDOW = "window"
 STOP_GATE = "gate"
+STOP_TIMEOUT = "timeout"  # a node waited wave_timeout for a slot: the others would wait as long
+STOP_ASKED = "asked"  # step=stop (the playbook's fatal notification)
 # The waits a step can hand back with ``progress_after`` (``waiting`` in its result), and go on with ``resume``.
 WAIT_GATE = "gate"  # next_wave: a gate blocks
 WAIT_WAVE = "wave"  # next_wave: no request of the run is Ready yet
@@ -164,6 +167,7 @@ class Rolling:
         self._ended: int | None = None  # the admission batch this release ended
         self._driven_until = 0.0  # (monotonic) until then a driver holds the Lease: no pass of its own
         self._waiter = threading.Event()
+        self._asked = False  # admit: the node may have a request of this call's
 
     # -- the record ------------------------------------------------------------------------------
     def load(self) -> core.RunRecord:
@@ -693,7 +697,18 @@ class Rolling:
         (cordoned and drained within the limits), then record it as ``maintaining`` in an admission batch. Each
         host of a run calls this for its own node, at the same time as the others; the record is updated per
         node. With ``progress_after``, a longer wait returns ``waiting``; the call with its ``resume`` goes on
-        with the same deadline."""
+        with the same deadline. A stop on record (see :meth:`stop`) ends the wait: the node is not admitted.
+        However the wait ends without an admission (an error too), the node's request is given back."""
+        self._asked = resume is not None  # a wait handed back went on with a request made
+        try:
+            return self._admit(node, resume)
+        except NodeopsError:
+            if self._asked:  # nothing left for the scheduler to prepare with no one waiting for it (best effort)
+                with contextlib.suppress(NodeopsError):
+                    self._give_up(node)
+            raise
+
+    def _admit(self, node: str, resume: Mapping[str, Any] | None) -> dict[str, Any]:
         opts = self.options
         call_began = self.monotonic()
         self._take_turns()
@@ -703,6 +718,9 @@ class Rolling:
             raise RequestError(f"{node} is not a node of run {opts.run_id!r}; a start step adds the targets first.")
         if record.state != core.PENDING:  # admitted already (once: its maintenance is not run again), or finished
             return self._admitted(run, node, changed=False)
+        self._asked = True
+        if run.stopped is not None:  # another node's step stopped the run: nothing new for it
+            return {**self._give_up(node), "stopped": run.stopped}
         if core.fail_budget(run, opts.max_fail_percentage).exceeded:
             return self._give_up(node, abort=True)
         gate_report: dict[str, Any] = {}
@@ -731,10 +749,14 @@ class Rolling:
             if phases[node] is None and node not in deleting:
                 gone = bool(self._gone([node], [node], report, first=first))
             elif phases[node] not in core.DRAINED_PHASES and self.monotonic() >= node_look:
-                # a request the scheduler leaves alone (its Node deleted meanwhile) says nothing: look at the Node
+                # a request the scheduler leaves alone (its Node deleted meanwhile) says nothing: look at the Node,
+                # and at the record, which another node's step may have stopped the run in
                 node_look = self.monotonic() + NODE_LOOK
                 listed = None if report is None else report.node_names
                 gone = bool(self.requests.unknown_nodes([node])) if listed is None or node not in listed else False
+                stopped = self.load().stopped
+                if stopped is not None and not gone:
+                    return {**self._stop(run, stopped, nodes=[node]), "node": node, "admitted": False}
             if gone:
                 self.requests.absent([node])
                 run = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))[0]
@@ -755,6 +777,13 @@ class Rolling:
                     first = True
                     continue
             if phases[node] is None and node not in deleting:
+                # the record as it is now: nothing new once the run stopped (during the gates' wait, say), and no
+                # request again for a node another host of it admitted (and released) meanwhile
+                now_on_record = self.load()
+                if now_on_record.stopped is not None:
+                    return {**self._stop(run, now_on_record.stopped, nodes=[node]), "node": node, "admitted": False}
+                if now_on_record.nodes[node].state != core.PENDING:
+                    return self._admitted(now_on_record, node, changed=False)
                 self.requests.present([node], checked=True)
                 phases, objects, deleting = self._look([node])
                 changed = True
@@ -763,22 +792,34 @@ class Rolling:
                 now = self.clock()
 
                 def take(r: core.RunRecord, now: float = now, began: float = began) -> tuple[int | None, bool]:
+                    if r.stopped is not None:  # stopped meanwhile: not admitted
+                        return None, False
                     last = r.last_wave
                     batch = core.admit(r, node, now, opts.gather, began, opts.max_fail_percentage)
                     return batch, batch is not None and batch > last
 
                 run, (batch, opened) = self.update(take)
-                if batch is None and run.nodes[node].state == core.PENDING:  # the failures went over the budget
-                    return self._give_up(node, abort=True)
+                if batch is None and run.nodes[node].state == core.PENDING:
+                    if run.stopped is not None:
+                        return {**self._stop(run, run.stopped, nodes=[node]), "node": node, "admitted": False}
+                    return self._give_up(node, abort=True)  # the failures went over the budget
                 admitted = self._admitted(run, node, changed=self.wrote, admitted=self.wrote)
                 return {**admitted, "opened": self.wrote and opened, "gates": gate_report}
-            if self.monotonic() >= deadline:
+            if self.monotonic() >= deadline:  # admit gives the request back
                 why = self.requests.explain(self._action(node, objects.get(node) or deleting.get(node)))
-                self._give_up(node)  # no request left for the scheduler to prepare with no one waiting for it
-                raise RequestError(
+                message = (
                     f"{node} (run {opts.run_id!r}) did not become ready for its maintenance within "
                     f"{opts.wave_timeout:g}s: {why}"
                 )
+                if node not in deleting and phases[node] not in (*core.ACTIVE_PHASES, *core.DRAINED_PHASES):
+                    # no slot came for it: the nodes after it would wait as long, so the run stops for them all
+                    stop = {
+                        "reason": STOP_TIMEOUT,
+                        "message": f"{message}. The run stopped: nothing new is cordoned; run the same command "
+                        "again to go on once the scheduler has room.",
+                    }
+                    self.update(partial(self._record_stop, stop))
+                raise RequestError(message)
             if self._progress_due(call_began):
                 state = (
                     "whose earlier request is still being deleted"
@@ -939,44 +980,66 @@ class Rolling:
         """The run's driver: reconcile passes one after the other (``engine=builtin``), holding the Lease from pass
         to pass, until no node of the run is pending or maintaining, or ``alive`` says the run's playbook is gone.
         While it holds the Lease, the nodes' steps (``admit``, ``release``) run no pass of their own: each looks at
-        its own request and Node only. The driver is not needed for safety or for progress: without it (never
-        started, killed: its Lease runs out) the nodes' steps run the passes themselves, as before. Another holder
-        of the Lease (another run's driver, a scheduled reconcile) serves this run's requests too; the driver waits
-        for its turn."""
+        its own request and Node only. As the Lease is the config's, its passes serve the requests of every
+        namespace, as the operator does: the runs of other namespaces wait for them, not for their own. The driver
+        is not needed for safety or for progress: without it (never started, killed: its Lease runs out) the
+        nodes' steps run the passes themselves, as before. Another holder of the Lease (another run's driver, a
+        scheduled reconcile) serves this run's requests too; the driver waits for its turn. A stopped run's
+        driver ends once no node of it is maintaining. Not allowed to list the requests of every namespace, it
+        serves its run's namespace alone."""
         if self.reconciler is None:
             return {"changed": False, "passes": 0, "errors": [], **self.status(self.load())}
-        self.reconciler.schedule_new = True  # requests are made by the nodes' steps, after their window and gates
-        self.reconciler.options.lease_wait = min(self.reconciler.options.lease_wait, DRIVER_TURN)
-        lease = self.reconciler.lease
-        if not lease.identity.endswith(DRIVER_SUFFIX):
-            lease.identity += DRIVER_SUFFIX
+        options = replace(self.reconciler.options, lease_wait=min(self.reconciler.options.lease_wait, DRIVER_TURN))
+
+        def driver(namespace: str | None) -> Reconciler:  # schedules new requests: the nodes' steps make them
+            made = Reconciler(self.client, replace(options, namespace=namespace))
+            made.lease.identity += DRIVER_SUFFIX
+            return made
+
+        reconciler = driver(None)
         passes, changed = 0, False
         errors: list[str] = []
         look_at = 0.0  # (monotonic) when the record is read next
         finished = False
 
         def ended() -> bool:
-            nonlocal look_at, finished
+            nonlocal look_at, finished, errors
             if self.monotonic() >= look_at:
                 look_at = self.monotonic() + DRIVER_RECORD_LOOK
-                finished = not self.load().in_state(core.PENDING, core.MAINTAINING)
+                try:
+                    run = self.load()
+                except (K8sError, RequestError) as exc:  # the API away: looked at again, as the passes are
+                    errors = [*errors, str(exc)][-NAMES_SHOWN:]
+                else:
+                    pending = [] if run.stopped is not None else run.in_state(core.PENDING)
+                    finished = not pending and not run.in_state(core.MAINTAINING)
             return finished or not alive()
 
         while not ended():
             try:
-                with self.reconciler.holding() as held:
+                with reconciler.holding() as held:
                     while held and not ended():
-                        report = self.reconciler.run_pass()
+                        report = reconciler.run_pass()
                         passes += 1
                         changed = changed or report.changed
                         errors = [e["error"] for e in report.errors][-NAMES_SHOWN:] or errors
                         if report.lease_lost:
                             break
                         self._pause(report.changed, self.monotonic() + self.options.interval)
+            except Forbidden as exc:
+                errors = [*errors, str(exc)][-NAMES_SHOWN:]
+                if reconciler.options.namespace is None:  # not allowed to serve every namespace: its run's only
+                    reconciler = driver(self.options.namespace)
+                else:
+                    self._waiter.wait(DRIVER_TURN)
             except (K8sError, ReconcileError) as exc:  # the API away, a bad config: tried again, as an operator does
                 errors = [*errors, str(exc)][-NAMES_SHOWN:]
                 self._waiter.wait(DRIVER_TURN)
-        return {"changed": changed, "passes": passes, "errors": errors, **self.status(self.load())}
+        try:
+            status = self.status(self.load())
+        except (K8sError, RequestError):
+            status = {}
+        return {"changed": changed, "passes": passes, "errors": errors, **status}
 
     def summary(self) -> dict[str, Any]:
         run = self.load()
@@ -989,7 +1052,19 @@ class Rolling:
             *core.render_summary(rows),
             f"waves: {run.last_wave}; {counts}; from the first request to the last release: {total}",
         ]
-        return {"changed": False, "nodes": rows, "lines": lines, **status}
+        if run.stopped is not None:
+            lines.append(f"stopped ({run.stopped['reason']}): {run.stopped.get('message', '')}")
+        return {"changed": False, "nodes": rows, "lines": lines, "stopped": run.stopped, **status}
+
+    def stop(self, message: str) -> dict[str, Any]:
+        """Stop the run (the playbook's fatal notification): on record, so that each node's admit gives its request
+        back and admits nothing more; the nodes in their maintenance go on. The next start goes on with the run."""
+        stop = {"reason": STOP_ASKED, "message": message or "the run was stopped"}
+        run, stopped = self.update(partial(self._record_stop, stop))
+        return {"changed": self.wrote, "stopped": stopped, **self.status(run)}
+
+    def _record_stop(self, stop: Mapping[str, Any], run: core.RunRecord) -> dict[str, Any]:
+        return core.record_stop(run, stop, self.clock())
 
     # -- window and gates ------------------------------------------------------------------------
     def window_state(self) -> dict[str, Any] | None:
@@ -1058,6 +1133,10 @@ class Rolling:
                     "blockers": [b.as_dict() for b in blockers],
                 }
                 return self._stop(run, stopped, window=window, nodes=nodes), {**report, "blocked_by": list(seen)}
+            if nodes is not None:  # another node's step may have stopped the run meanwhile
+                on_record = self.load().stopped
+                if on_record is not None:
+                    return self._stop(run, on_record, window=window, nodes=nodes), {**report, "blocked_by": list(seen)}
             if self._progress_due(began):
                 message = f"the next wave waits for its gates: {gatecore.summarize(blockers)}"
                 waiting = self._waiting(
@@ -1150,11 +1229,16 @@ class Rolling:
             )
         self._warn_kept(actions)
         withdrawn = sorted(a.node for a in actions if a.action in (DELETED, LEFT))
-        if nodes is None:
+
+        def withdraw(r: core.RunRecord) -> None:  # on record for every node's step (the first stop stays)
+            core.withdraw(r, pending)
+            core.record_stop(r, stopped, self.clock())
+
+        if nodes is None:  # next_wave: the run's only step that admits; the playbook of waves stops with it
             core.withdraw(run, pending)
             self.save(run)
         else:
-            run = self.update(lambda r: core.withdraw(r, pending))[0]
+            run = self.update(withdraw)[0]
         return {
             "changed": bool(withdrawn),
             "wave": None,
@@ -1199,7 +1283,7 @@ class Rolling:
             deadline = self.monotonic() + self.options.node_ready_timeout
         left = set(nodes)
         while True:
-            present = self._nodes(left)
+            present = self.requests.node_objects(left)
             for node in list(left):
                 if node in present and node_ready(present[node]):
                     left.discard(node)
@@ -1216,16 +1300,6 @@ class Rolling:
             else "the Node object is gone"
             for n in sorted(left)
         }, []
-
-    def _nodes(self, names: set[str]) -> dict[str, dict[str, Any]]:
-        """The Node objects of ``names`` that exist: a GET each for a few (a node's step), else one list."""
-        if len(names) > REFRESH_BY_LIST:
-            return {n["metadata"]["name"]: n for n in self.client.list(NODES)["items"]}
-        present = {}
-        for name in names:
-            with contextlib.suppress(NotFound):
-                present[name] = self.client.get(NODES, name)
-        return present
 
     def _release(self, run: core.RunRecord, nodes: Sequence[str], done: Sequence[str] = ()) -> list[str]:
         """Give the requests back and wait until they are gone (the node uncordoned); record them."""

@@ -183,14 +183,18 @@ class RunRecord:
     requestor: str
     started: float | None = None
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    # why the run stopped before its last node (see :func:`record_stop`); None while it goes on
+    stopped: dict[str, Any] | None = None
 
     # -- storage -----------------------------------------------------------------------------
     def to_data(self) -> dict[str, str]:
         """The ConfigMap data: the run, and the nodes as a table (:data:`COLUMNS`, one row a line, times in
         milliseconds after ``base``), about 110 bytes a node where one object a node took 400."""
-        run = {"runID": self.run_id, "requestor": self.requestor}
+        run: dict[str, Any] = {"runID": self.run_id, "requestor": self.requestor}
         if self.started is not None:
             run["started"] = rfc3339.milli_time(self.started)
+        if self.stopped is not None:
+            run["stopped"] = self.stopped
         records = [self.nodes[name] for name in sorted(self.nodes)]
         stamps = [[_millis(getattr(r, key)) for key in _TIME_FIELDS] for r in records]
         base = min((ms for row in stamps for ms in row if ms is not None), default=0)
@@ -228,7 +232,10 @@ class RunRecord:
                 "or another run ID"
             )
         records = [NodeRecord.from_dict(item, epoch_times=table) for item in nodes]
-        return cls(run_id, requestor, rfc3339.to_epoch(run.get("started")), {r.node: r for r in records})
+        stopped = run.get("stopped")
+        if stopped is not None and not (isinstance(stopped, dict) and isinstance(stopped.get("reason"), str)):
+            raise RollingError("the run record's stop has the wrong shape")
+        return cls(run_id, requestor, rfc3339.to_epoch(run.get("started")), {r.node: r for r in records}, stopped)
 
     # -- queries -----------------------------------------------------------------------------
     def in_state(self, *states: str) -> list[str]:
@@ -287,6 +294,7 @@ def plan_start(
         raise RollingError(f"interrupted policy must be one of {', '.join(INTERRUPTED_POLICIES)}")
     if run.started is None:
         run.started = now
+    run.stopped = None  # a start goes on with a stopped run
     plan = StartPlan([], [], [], [], [], [])
     for node in dict.fromkeys(targets):
         record = run.nodes.get(node)
@@ -381,6 +389,25 @@ def choose_wave(run: RunRecord, phases: Mapping[str, str | None], now: float, ga
     return WaveDecision("wait", [], busy, queued)
 
 
+STOP_BLOCKERS_KEPT = 5  # the blockers a recorded stop keeps
+
+
+def record_stop(run: RunRecord, stopped: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """Record why the run stops before its last node (``reason``, ``message``, ``blockers``), so that every step
+    of the run sees it: no node is admitted any more until a start goes on with the run. The first stop on record
+    stays (the others are what it caused); returns the stop on record."""
+    if run.stopped is None:
+        blockers = list(stopped.get("blockers") or [])[:STOP_BLOCKERS_KEPT]
+        run.stopped = {
+            "reason": str(stopped["reason"]),
+            "message": _short(str(stopped.get("message") or "")),
+            "blockers": blockers,
+            "at": rfc3339.milli_time(now),
+            **({"opens_at": stopped["opens_at"]} if stopped.get("opens_at") else {}),
+        }
+    return run.stopped
+
+
 def withdraw(run: RunRecord, nodes: Iterable[str]) -> None:
     """The run stopped before their wave (window closed, gate blocked) and gave their requests back: they stay
     pending, to be requested, admitted and drained afresh when the run goes on."""
@@ -452,7 +479,8 @@ def node_outcome(
 ) -> bool:
     """Record what the maintenance tasks of one admitted node reported: ``failure`` (its message; None when they
     passed). A node that passed stays ``maintaining``, with ``finished`` set, until it is Ready and released.
-    Returns False when its outcome is on record already (the same report again changes nothing)."""
+    Returns False when its outcome is on record already (a report again changes nothing: a release that failed
+    after recording it is tried again)."""
     record = run.nodes.get(node)
     if record is None:
         raise RollingError(f"{node} is not in the run")
