@@ -162,6 +162,8 @@ class FakeApi:
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            timeout = 30  # a client that stops talking (its network cut) ends its handler thread, not the server
+
             def do_GET(self) -> None:
                 fake.requests.append(self.path)
                 if self.headers.get("Authorization") != f"Bearer {fake.token}":
@@ -209,7 +211,9 @@ class FakeApi:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(cert), str(key))
         self.httpd = http.server.ThreadingHTTPServer((self.bind, 0), Handler)
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        # the TLS handshake in each request's thread (on its first read), not in accept(): a client cut off in the
+        # middle of a handshake would block the server's loop, and stop() with it
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         return self
