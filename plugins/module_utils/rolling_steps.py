@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .core import strict
 from .core.maintenance.gates import (
     POD_SCOPES,
     compile_alert_filter,
@@ -157,6 +158,8 @@ def run_options(p: dict[str, Any]) -> tuple[RunOptions, list[str]]:
         workers=p["workers"],
     )
     spec, overrides = for_engine(nm_spec(p), p["engine"])
+    # the requests' spec as the API server will check it (the node name is each node's, checked by the API)
+    strict.check_spec("NodeMaintenance", {**spec, "requestorID": p["requestor"], "nodeName": "node"})
     window_p = p["window"] or {}
     window = parse_window(window_p.get("days"), window_p.get("start"), window_p.get("end"), window_p.get("time_zone"))
     options = RunOptions(

@@ -452,6 +452,7 @@ def main() -> None:
             }
             if config_source == "built-in defaults":
                 config_source = "the config option"
+            strict.check_spec("MaintenanceOperatorConfig", config_spec, "config")  # as the API server would
         if not offline:
             client = module.client
             if node_objs is None:

@@ -213,7 +213,7 @@ def test_offline_from_data_needs_no_cluster(
 
     wrong = run_module("maintenance_plan", {**args, "config": {"max_unavailable": "10.5%"}})
     assert wrong.failed
-    assert "spec.maxUnavailable: '10.5%' is not an integer or a whole percentage" in wrong.result["msg"]
+    assert 'config.maxUnavailable: the string "10.5%" is refused' in wrong.result["msg"]
 
     # The same from files, as kubectl saves them: one List of mixed kinds, and a typed NodeList
     tmp = tmp_path_factory.mktemp("plan-snapshot")
@@ -289,8 +289,11 @@ def _offline_nm(name: str, created: Any = "2026-01-01T00:00:00Z") -> dict[str, A
             "NodeMaintenance ops/m: metadata.creationTimestamp: '\u0662\u0660\u0662\u0666-01-01T00:00:00Z' is not an "
             "RFC 3339 timestamp; write it as '2026-01-31T12:00:00Z', with ASCII digits",
         ),
-        ({"config": {"max_parallel_operations": "\u0663"}}, "spec.maxParallelOperations: '\u0663' is not an integer"),
-        ({"config": {"max_unavailable": "\uff150%"}}, "spec.maxUnavailable: '\uff150%' is not an integer"),
+        (
+            {"config": {"max_parallel_operations": "\u0663"}},
+            'config.maxParallelOperations: the string "\u0663" is refused',
+        ),
+        ({"config": {"max_unavailable": "\uff150%"}}, 'config.maxUnavailable: the string "\uff150%" is refused'),
     ],
 )
 def test_offline_bad_input_fails_naming_the_field(change: dict[str, Any], message: str) -> None:

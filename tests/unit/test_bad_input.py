@@ -109,14 +109,18 @@ TABLE: list[tuple[str, dict[str, Any], str]] = [
     (
         "maintenance_plan",
         {**PLAN, "config": {"max_unavailable": "10pct"}},
-        "'10pct' is not an integer or a whole percentage",
+        'config.maxUnavailable: the string "10pct" is refused: maxUnavailable must be an integer or a whole',
     ),
     (
         "maintenance_plan",
         {**PLAN, "config": {"max_unavailable": "10.5%"}},
-        "'10.5%' is not an integer or a whole percentage",
+        "maxUnavailable must be an integer or a whole percentage",
     ),
-    ("maintenance_plan", {**PLAN, "config": {"maxParallelOperations": True}}, "is a boolean"),
+    (
+        "maintenance_plan",
+        {**PLAN, "config": {"maxParallelOperations": True}},
+        "config.maxParallelOperations: must be a whole number or a string",
+    ),
     ("maintenance_plan", {"nodes": PLAN["nodes"]}, "nodes without node_maintenances: an offline plan needs both"),
     ("maintenance_plan", {"node_maintenances": [NM]}, "node_maintenances without nodes: an offline plan needs both"),
     (
@@ -162,6 +166,24 @@ TABLE: list[tuple[str, dict[str, Any], str]] = [
         "is not a valid regular expression",
     ),
     ("node_maintenance", {**REQUEST, "requestor": "Not A Name!"}, "spec.requestorID"),
+    # rolling_maintenance: the spec of the requests it will make, before the first call
+    (
+        "rolling_maintenance",
+        {"step": "start", "run_id": "r", "node_names": ["n0"], "requestor": "Not A Name!"},
+        "spec.requestorID",
+    ),
+    (
+        "rolling_maintenance",
+        {"step": "start", "run_id": "r", "node_names": ["n0"], "requestor": "a.example.com", "gather_secs": 5},
+        "gather_secs: unknown option; did you mean gather_seconds?",
+    ),
+    # maintenance_plan: the config, checked against the MaintenanceOperatorConfig CRD
+    (
+        "maintenance_plan",
+        {**PLAN, "config": {"log_level": "verbose"}},
+        'config.logLevel: the string "verbose" is not one',
+    ),
+    ("maintenance_plan", {**PLAN, "config": {"maxNodeMaintenanceTimeSeconds": -1}}, "below the least allowed value"),
     # drain and cordon
     ("drain", {"name": "n0", "timeout": 5}, "timeout: unknown option; did you mean timeout_seconds?"),
     ("drain", {"name": "n0", "delete_empty_dir_data": True}, "did you mean delete_emptydir_data?"),

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from ansible.module_utils import basic
+from ansible_collections.nodeops.maintenance.plugins.module_utils.core import strict
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.crd_schemas import SCHEMAS
 from support.ansible_cli import BIN, clean_env
 
@@ -145,3 +146,37 @@ def test_the_option_names_follow_the_scheme(name: str, monkeypatch: pytest.Monke
     # wait_timeout only beside wait
     if "wait_timeout" in spec:
         assert "wait" in spec, f"{name}: wait_timeout without wait; name the timeout after what it bounds"
+
+
+# the options that stand for a CRD's fields, and where: module -> (option or "" for the top level, kind, the spec
+# field the option is)
+MIRRORS = {
+    "node_maintenance": ("", "NodeMaintenance"),
+    "rolling_maintenance": ("", "NodeMaintenance"),
+    "maintenance_plan": ("config", "MaintenanceOperatorConfig"),
+}
+
+
+def missing_aliases(options: dict[str, Any], schema: dict[str, Any], where: str = "") -> list[str]:
+    """The options whose CRD field (their name in camelCase) is in ``schema`` but not among their aliases."""
+    out = []
+    fields = schema.get("properties") or {}
+    for name, option in options.items():
+        field = strict.camel(name)
+        if field not in fields:
+            continue
+        if field != name and field not in (option.get("aliases") or []):
+            out.append(f"{where}{name} ({field})")
+        inner = fields[field].get("items", fields[field])
+        out += missing_aliases(option.get("options") or {}, inner, f"{where}{name}.")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MIRRORS))
+def test_an_option_that_mirrors_a_crd_field_takes_the_field_s_name_too(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = argument_spec(name, monkeypatch)
+    option, kind = MIRRORS[name]
+    options = spec[option]["options"] if option else spec
+    assert missing_aliases(options, SCHEMAS[kind]["schema"]["properties"]["spec"]) == []

@@ -545,3 +545,13 @@ def test_a_misspelt_variable_is_named_with_the_closest_one(
     assert sorted(names["unknown"].values()) == warnings, output
     assert sorted(names["warnings"]) == warnings, output  # Ansible shows each as a [WARNING]
     assert "no-such-kubeconfig does not exist" in output
+
+
+def test_a_misspelt_required_variable_is_named_before_it_is_reported_missing(tmp_path: Path) -> None:
+    rc, results, output = run_playbook(tmp_path, "remediate", {"remediate_nhc_nme": "workers"}, "--check")
+    assert rc != 0
+    [names] = [r["result"] for r in results if r["task"] == "Check the variable names"]
+    assert names["warnings"] == [
+        "remediate_nhc_nme is not a variable of this playbook; did you mean remediate_nhc_name?"
+    ]
+    assert "missing required arguments: remediate_nhc_name" in output

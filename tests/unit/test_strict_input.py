@@ -188,3 +188,31 @@ def test_unknown_variables_with_given_prefixes() -> None:
     assert strict.unknown_variables(["upgrade_verison", "node_agent_x"], ["upgrade_version"], ["upgrade_"]) == {
         "upgrade_verison": "upgrade_verison is not a variable of this playbook; did you mean upgrade_version?"
     }
+
+
+def test_a_typo_under_an_option_given_by_its_alias_is_named_once() -> None:
+    spec = {"drain_spec": {"type": "dict", "aliases": ["drainSpec"], "options": {"timeout_seconds": {"type": "int"}}}}
+    nested = {"timeout_secs": 5}
+    # Ansible's params hold the option under its name and under the alias the task used
+    hints = strict.option_hints(spec, {"drain_spec": nested, "drainSpec": nested, "cordn": True})
+    assert hints == [
+        "drain_spec.timeout_secs: unknown option; did you mean timeout_seconds?",
+        "cordn: unknown option.",
+    ]
+
+
+def test_a_snapshot_names_the_problems_of_every_bad_object_not_only_the_first() -> None:
+    def nm(name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "kind": "NodeMaintenance",
+            "metadata": {"name": name, "namespace": "ops"},
+            "spec": {"nodeName": "n0", "requestorID": "a.example.com", **spec},
+        }
+
+    snapshot = {"NodeMaintenance": [nm("a", cordn=True), nm("good"), nm("b", drainSpec={"force": "yes"})]}
+    with pytest.raises(strict.InputError) as info:
+        strict.check_snapshot(snapshot)
+    message = str(info.value)
+    assert "snapshot NodeMaintenance ops/a.spec.cordn: unknown field; did you mean cordon?" in message
+    assert "snapshot NodeMaintenance ops/b.spec.drainSpec.force: must be true or false" in message
+    assert "ops/good" not in message

@@ -230,24 +230,31 @@ def check_spec(kind: str, spec: Any, where: str = "spec") -> None:
 def check_object(obj: Any, where: str, parts: tuple[str, ...] = ("spec",)) -> None:
     """InputError unless the ``parts`` of ``obj`` (an object of a kind the collection has a CRD for; other
     kinds pass) are valid; ``where`` names the object in the message."""
+    _raise(object_problems(obj, where, parts))
+
+
+def object_problems(obj: Any, where: str, parts: tuple[str, ...] = ("spec",)) -> list[str]:
+    """What :func:`check_object` would say of ``obj``, one sentence a problem."""
     if not isinstance(obj, Mapping) or obj.get("kind") not in SCHEMAS:
-        return
+        return []
     schema = schema_of(str(obj["kind"]))
     found: list[str] = []
     for part in parts:
         if obj.get(part) is not None:
             found += problems(schema["properties"][part], obj[part], f"{where}.{part}")
-    _raise(found)
+    return found
 
 
 def check_snapshot(by_kind: Mapping[str, list[Any]]) -> None:
     """InputError unless every object of a kind with a CRD in ``by_kind`` (as snapshot files give them) has a
-    valid spec."""
+    valid spec; the message names the problems of every bad object (up to MAX_SHOWN)."""
+    found: list[str] = []
     for kind in sorted(set(by_kind) & set(SCHEMAS)):
         for obj in by_kind[kind]:
             meta = obj.get("metadata") or {}
             name = "/".join(str(part) for part in (meta.get("namespace"), meta.get("name")) if part)
-            check_object(obj, f"snapshot {kind} {name or '(no name)'}")
+            found += object_problems(obj, f"snapshot {kind} {name or '(no name)'}")
+    _raise(found)
 
 
 def option_hints(argument_spec: Mapping[str, Any], params: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -257,6 +264,7 @@ def option_hints(argument_spec: Mapping[str, Any], params: Mapping[str, Any], pr
     for spec in argument_spec.values():
         known.update({alias: spec for alias in spec.get("aliases") or []})
     hints: list[str] = []
+    walked: set[int] = set()  # Ansible's params hold an option under its name and the alias used: one look each
     for key, value in params.items():
         if not isinstance(key, str) or key.startswith("_ansible_"):
             continue
@@ -264,7 +272,8 @@ def option_hints(argument_spec: Mapping[str, Any], params: Mapping[str, Any], pr
         if spec is None:
             hint = closest(key, sorted(known))
             hints.append(f"{prefix}{key}: unknown option" + (f"; did you mean {hint}?" if hint else "."))
-        elif spec.get("options"):
+        elif spec.get("options") and id(spec) not in walked:
+            walked.add(id(spec))
             if isinstance(value, Mapping):
                 hints += option_hints(spec["options"], value, f"{prefix}{key}.")
             elif isinstance(value, list):

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from typing import Any, TypeVar
 
+from ..crd_schemas import SCHEMAS
 from ..intorpercent import parse, scaled
 from ..node import rfc3339
 from ..node.errors import NodeopsError
@@ -286,7 +287,8 @@ class SchedulerConfig:
         return None if limit < 0 else limit
 
 
-_CONFIG_FIELDS = frozenset(("maxParallelOperations", "maxUnavailable", "maxNodeMaintenanceTimeSeconds", "logLevel"))
+# the fields of a MaintenanceOperatorConfig spec, as the CRD in the collection has them
+_CONFIG_FIELDS = frozenset(SCHEMAS["MaintenanceOperatorConfig"]["schema"]["properties"]["spec"]["properties"])
 
 
 def parse_nodes(objs: Iterable[Any], where: str = "nodes") -> list[NodeState]:
