@@ -720,19 +720,28 @@ def builtin_with_lists(api: Api, *nodes: str) -> tuple[ReconcileOptions, list[tu
     api.tick = 0.0
     reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
     started(api, *nodes, engine="builtin", reconcile=reconcile)
-    reads: list[tuple[str, str]] = []
+    return reconcile, record_reads(api)[""]
+
+
+def record_reads(api: Api, by_thread: bool = False) -> dict[str, list[tuple[str, str]]]:
+    """From now on, the ``(verb, plural)`` of every read of the API: by the name of the thread that made it
+    (``by_thread``), else all under ``""``."""
+    reads: dict[str, list[tuple[str, str]]] = {} if by_thread else {"": []}
     listing, getting = api.list, api.get
 
+    def note(verb: str, res: Any) -> None:
+        reads.setdefault(threading.current_thread().name if by_thread else "", []).append((verb, res.plural))
+
     def counting_list(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
-        reads.append(("list", res.plural))
+        note("list", res)
         return listing(res, namespace, **kw)
 
     def counting_get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        reads.append(("get", res.plural))
+        note("get", res)
         return getting(res, name, namespace)
 
     api.list, api.get = counting_list, counting_get  # type: ignore[method-assign]
-    return reconcile, reads
+    return reads
 
 
 def test_the_builtin_engine_takes_the_requests_from_its_passes_and_confirms_a_wave_on_a_list(api: Api) -> None:

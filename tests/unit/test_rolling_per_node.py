@@ -35,7 +35,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors imp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit.test_engine_maintenance import NS, node
-from unit.test_rolling_engine import CFG, RECORD, Api, rolling
+from unit.test_rolling_engine import CFG, RECORD, Api, record_reads, rolling
 
 NODES_OF_RUN = [f"n{i}" for i in range(8)]
 
@@ -296,26 +296,9 @@ def lease_holder(api: Api) -> str | None:
     return None if lease is None else (lease.get("spec") or {}).get("holderIdentity")
 
 
-def reads_by_thread(api: Api) -> dict[str, list[tuple[str, str]]]:
-    """From now on, the ``(verb, plural)`` of every read of the API, by the name of the thread that made it."""
-    reads: dict[str, list[tuple[str, str]]] = {}
-    listing, getting = api.list, api.get
-
-    def counting_list(res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
-        reads.setdefault(threading.current_thread().name, []).append(("list", res.plural))
-        return listing(res, namespace, **kw)
-
-    def counting_get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        reads.setdefault(threading.current_thread().name, []).append(("get", res.plural))
-        return getting(res, name, namespace)
-
-    api.list, api.get = counting_list, counting_get  # type: ignore[method-assign]
-    return reads
-
-
 def test_while_the_driver_runs_the_passes_the_nodes_steps_only_read_their_own_objects(api: Api) -> None:
     reconcile = driven(api, "n0", "n1")
-    reads = reads_by_thread(api)
+    reads = record_reads(api, by_thread=True)
     driver_result: dict[str, Any] = {}
     driver = threading.Thread(
         target=lambda: driver_result.update(rolling(api, engine="builtin", reconcile=reconcile).drive()),

@@ -853,8 +853,11 @@ class Rolling:
         does not wait for it (another host's pass is doing the work for all); the step looks at its node and
         tries again after its poll interval."""
         self._per_node = True
-        if self.reconciler is not None:
-            self.reconciler.options.lease_wait = 0.0
+        if self.reconciler is not None and self.reconciler.options.lease_wait:
+            # a reconciler of its own: the run's options (which the caller may share) stay as they were
+            waiting = self.reconciler
+            self.reconciler = Reconciler(self.client, replace(waiting.options, lease_wait=0.0))
+            self.reconciler.schedule_new = waiting.schedule_new
 
     def _admitted(
         self, run: core.RunRecord, node: str, changed: bool, abort: bool = False, admitted: bool = False
