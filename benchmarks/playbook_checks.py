@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-import conftest  # noqa: E402,F401 - this checkout as the collection (ANSIBLE_COLLECTIONS_PATH)
+import conftest as _collection_path  # noqa: E402,F401 - this checkout as the collection (ANSIBLE_COLLECTIONS_PATH)
 from support.ansible_cli import BIN, clean_env  # noqa: E402
 
 ROLLING = {

@@ -71,7 +71,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "defer_requests": {"type": "bool", "default": False},
     "node": {"type": "str"},
     "failure": {"type": "str"},
-    "message": {"type": "str"},
+    "stop_reason": {"type": "str"},
     "timing": {"type": "list", "elements": "float"},
     "succeeded": {"type": "list", "elements": "str", "default": []},
     "failed": {"type": "dict", "default": {}},
@@ -400,7 +400,7 @@ def run(module: Any) -> None:
         elif step == "drive":
             result = rolling.drive(getattr(module, "alive", lambda: True))
         elif step == "stop":
-            result = rolling.stop(p["message"] or "")
+            result = rolling.stop(p["stop_reason"] or "")
         elif step == "next_wave":
             result = rolling.next_wave(resume)
         elif step == "finish":

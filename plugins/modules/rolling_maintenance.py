@@ -68,7 +68,7 @@ description:
     (not started, or killed and its Lease runs out within its 60 s) the nodes' steps run the passes themselves.
     Another run's driver, or any other reconcile pass holding the Lease, serves this run's requests too. With
     O(engine=operator) it does nothing. Start it after O(step=start).
-  - O(step=stop) records that the run stops (O(message) says why), as above; it changes no request itself.
+  - O(step=stop) records that the run stops (O(stop_reason) says why), as above; it changes no request itself.
   - O(step=summary) returns the record as a table.
   - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
     the settings of O(window) and O(gates); it reads nothing in the cluster.
@@ -177,7 +177,7 @@ options:
       - The first outcome on record stands. Given after a release that recorded the node's success and then failed
         (it was not released), it is the release that is tried again.
     type: str
-  message:
+  stop_reason:
     description:
       - With O(step=stop), why the run stops, for the record and each node's admit.
     type: str
