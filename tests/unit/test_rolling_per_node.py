@@ -618,3 +618,13 @@ def test_a_host_whose_node_another_host_admitted_and_released_meanwhile_makes_no
     assert other_host[0]["admitted"] is True and api.record()["n0"]["state"] == core.DONE
     assert result["admitted"] is False and result["state"] == core.DONE
     assert api.requests() == []
+
+
+def test_a_node_s_step_does_not_wait_for_the_lease_and_leaves_the_run_s_options_as_they_were(api: Api) -> None:
+    reconcile = driven(api, "n0")
+    shared = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=30.0)
+    step = rolling(api, engine="builtin", reconcile=shared)
+    assert step.admit("n0")["admitted"] is True
+    assert shared.lease_wait == 30.0  # the caller's options, unchanged
+    assert step.reconciler is not None and step.reconciler.options.lease_wait == 0.0
+    assert reconcile.lease_wait == 0
