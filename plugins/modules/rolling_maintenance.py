@@ -60,8 +60,7 @@ description:
   - O(step=drive) starts the run's driver (O(engine=builtin)) and returns at once. The driver is a process on the
     controller, apart from Ansible's, that runs reconcile passes one after the other, holding the reconcile Lease
     from pass to pass, until no node of the run is V(pending) or V(maintaining), or until the C(ansible-playbook)
-    process that started it is gone (or the run stopped and no node of it is V(maintaining)). Its passes serve the
-    C(NodeMaintenance) objects of every namespace, as the Lease it holds is the config's. While it runs,
+    process that started it is gone (or the run stopped and no node of it is V(maintaining)). While it runs,
     O(step=admit) and O(step=release) run no pass of their own; each only reads its own node's request and Node (and
     the run's record every few seconds), so
     that hundreds of hosts waiting at once cost little. The driver is not needed for safety or progress; without it

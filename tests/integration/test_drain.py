@@ -417,9 +417,11 @@ def test_the_api_server_refuses_an_eviction_or_deletion_of_a_replaced_pod(
     old = running_on(core, node, namespace, 1)["db-0"].metadata.uid
     new = replace_pod(core, namespace, "db-0", spare, {"app": "db"})
     for call in (client.evict, client.delete_pod):
-        with pytest.raises(errors.UIDMismatch) as replaced:
+        # a UID mismatch; or, from an API server whose cache has not seen the new pod yet (a busy machine: CI saw
+        # it), NotFound: the call is refused either way, and the new pod is untouched
+        with pytest.raises(errors.OBJECT_GONE) as replaced:
             call("db-0", namespace, uid=old, grace_period=0)
-        assert isinstance(replaced.value, errors.OBJECT_GONE)
+        assert isinstance(replaced.value, errors.UIDMismatch) or "not found" in replaced.value.msg
         untouched(core, namespace, "db-0", new)
         with pytest.raises(errors.NotFound):
             call("db-1", namespace, uid=old)

@@ -147,10 +147,12 @@ def test_a_gate_that_blocks_for_good_stops_the_run_once_not_once_per_group_of_ho
             ]
         )
     )
+    # a timeout far above one check (each several tasks, seconds on a busy machine), so that the first hosts
+    # check more than once while the later ones, finding the stop, check once
     variables = {
         "rolling_node_names": targets,
         "rolling_gate_tasks": str(gate),
-        "rolling_gate_timeout": 8,
+        "rolling_gate_timeout": 40,
         "rolling_gate_interval": 0.5,
     }
     out = run(with_vars(command(engine, "", tasks, "gate-once", "-f", "2"), variables), expect_rc=2)

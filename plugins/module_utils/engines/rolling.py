@@ -31,7 +31,7 @@ from ..core.node.conditions import set_condition
 from ..core.node.errors import NodeopsError
 from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, PODS, Client
-from ..k8s.errors import Conflict, Forbidden, K8sError, NotFound
+from ..k8s.errors import Conflict, K8sError, NotFound
 from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler, key_of
 from .requests import (
     DELETED,
@@ -983,23 +983,17 @@ class Rolling:
         """The run's driver: reconcile passes one after the other (``engine=builtin``), holding the Lease from pass
         to pass, until no node of the run is pending or maintaining, or ``alive`` says the run's playbook is gone.
         While it holds the Lease, the nodes' steps (``admit``, ``release``) run no pass of their own: each looks at
-        its own request and Node only. As the Lease is the config's, its passes serve the requests of every
-        namespace, as the operator does: the runs of other namespaces wait for them, not for their own. The driver
-        is not needed for safety or for progress: without it (never started, killed: its Lease runs out) the
-        nodes' steps run the passes themselves, as before. Another holder of the Lease (another run's driver, a
-        scheduled reconcile) serves this run's requests too; the driver waits for its turn. A stopped run's
-        driver ends once no node of it is maintaining. Not allowed to list the requests of every namespace, it
-        serves its run's namespace alone."""
+        its own request and Node only. Its passes serve its run's namespace (as the nodes' steps did), the
+        namespaces of other configs being theirs. The driver is not needed for safety or for progress: without it
+        (never started, killed: its Lease runs out) the nodes' steps run the passes themselves, as before. Another
+        holder of the Lease (another run's driver, a scheduled reconcile) serves this run's requests too; the
+        driver waits for its turn. A stopped run's driver ends once no node of it is maintaining."""
         if self.reconciler is None:
             return {"changed": False, "passes": 0, "errors": [], **self.status(self.load())}
-        options = replace(self.reconciler.options, lease_wait=min(self.reconciler.options.lease_wait, DRIVER_TURN))
-
-        def driver(namespace: str | None) -> Reconciler:  # schedules new requests: the nodes' steps make them
-            made = Reconciler(self.client, replace(options, namespace=namespace))
-            made.lease.identity += DRIVER_SUFFIX
-            return made
-
-        reconciler = driver(None)
+        options = self.reconciler.options
+        # a reconciler of its own, which schedules new requests (the nodes' steps make them)
+        reconciler = Reconciler(self.client, replace(options, lease_wait=min(options.lease_wait, DRIVER_TURN)))
+        reconciler.lease.identity += DRIVER_SUFFIX
         passes, changed = 0, False
         errors: list[str] = []
         look_at = 0.0  # (monotonic) when the record is read next
@@ -1029,12 +1023,6 @@ class Rolling:
                         if report.lease_lost:
                             break
                         self._pause(report.changed, self.monotonic() + self.options.interval)
-            except Forbidden as exc:
-                errors = [*errors, str(exc)][-NAMES_SHOWN:]
-                if reconciler.options.namespace is None:  # not allowed to serve every namespace: its run's only
-                    reconciler = driver(self.options.namespace)
-                else:
-                    self._waiter.wait(DRIVER_TURN)
             except (K8sError, ReconcileError) as exc:  # the API away, a bad config: tried again, as an operator does
                 errors = [*errors, str(exc)][-NAMES_SHOWN:]
                 self._waiter.wait(DRIVER_TURN)
