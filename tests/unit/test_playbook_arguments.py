@@ -149,10 +149,11 @@ def first_play(name: str) -> dict[str, Any]:
 
 
 def internal_vars(name: str) -> dict[str, Any]:
-    """The internal variables (a leading underscore) of the vars files of the playbook's first play: the playbook
-    sets them there (the rest of those files are the defaults of its options), and reads what their values read."""
-    files = first_play(name).get("vars_files", [])
-    return {k: v for f in files for k, v in load(PLAYBOOKS / f).items() if k.startswith("_")}
+    """The internal variables (a leading underscore) of the vars and vars files of the playbook's first play: the
+    playbook sets them there (the rest are the defaults of its options), and reads what their values read."""
+    play = first_play(name)
+    found = [load(PLAYBOOKS / f) for f in play.get("vars_files", [])] + [play.get("vars") or {}]
+    return {k: v for one in found for k, v in one.items() if k.startswith("_")}
 
 
 # -- the specs, statically -----------------------------------------------------------------------------------
