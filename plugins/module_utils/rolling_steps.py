@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from .core import strict
@@ -377,6 +378,9 @@ def run(module: Any) -> None:
         module.exit_json(changed=False, window=window, open=window is None or window["open"])
     try:
         rolling = Rolling(module.client, options, fetch_alerts=prometheus_alerts)
+        record_lock = getattr(module, "record_lock", None)  # the action's: its workers take turns at the record
+        if record_lock is not None:
+            rolling.record_lock = partial(record_lock, f"{options.record_namespace}/{rolling.name}")
         if module.check_mode:
             result = check_mode_result(rolling, module)
             if step == "start":

@@ -12,8 +12,10 @@ read) from the process: the action applies the task's ``environment`` to the wor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any, NoReturn
 
+from ansible import constants as C
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
@@ -24,6 +26,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module imp
     auth_argument_spec,
     kubeconfig_secrets,
 )
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import local_lock
 
 
 class Ended(Exception):
@@ -38,8 +41,11 @@ class ControllerModule:
     """What the steps use of a K8sModule: ``params``, ``check_mode``, ``client``, ``warn``, ``set_pool_size``,
     ``exit_json``, ``fail_json`` and ``fail_error``."""
 
-    def __init__(self, argument_spec: dict[str, Any], args: Mapping[str, Any], check_mode: bool) -> None:
+    def __init__(
+        self, argument_spec: dict[str, Any], args: Mapping[str, Any], check_mode: bool, lock_dir: str | None = None
+    ) -> None:
         self.check_mode = check_mode
+        self.lock_dir = lock_dir or C.DEFAULT_LOCAL_TMP  # the run's own, which its workers share
         self.warnings: list[str] = []
         self.deprecations: list[dict[str, Any]] = []
         self._pool_size = 10
@@ -65,6 +71,11 @@ class ControllerModule:
             except K8sError as exc:
                 self.fail_error(exc)
         return self._client
+
+    def record_lock(self, key: str) -> AbstractContextManager[None]:
+        """A lock that every worker of this ``ansible-playbook`` shares (see local_lock): the hosts of a run hold
+        it around each update of the run's record, one after the other."""
+        return local_lock.held(self.lock_dir, key)
 
     def set_pool_size(self, size: int) -> None:
         self._pool_size = size

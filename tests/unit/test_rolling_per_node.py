@@ -3,9 +3,13 @@ API, with many hosts of one run at the same time (threads) updating one record."
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +36,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
     NODES,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import local_lock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit.test_engine_maintenance import NS, node
@@ -229,7 +234,9 @@ def test_an_update_that_always_meets_conflicts_gives_up_and_says_so(api: Api, mo
     api.auto_ready = True
     api.conflicts[(CONFIGMAPS.plural, RECORD)] = 1000
     monkeypatch.setattr(engine, "UPDATE_BACKOFF", 0.0)
-    with pytest.raises(RequestError, match="changed under each of 20 writes; nothing was written"):
+    with pytest.raises(
+        RequestError, match=f"changed under each of {engine.UPDATE_ATTEMPTS} writes; nothing was written"
+    ):
         rolling(api).admit("n0")
     assert api.record()["n0"]["state"] == core.PENDING
 
@@ -267,6 +274,55 @@ def test_hosts_admitting_and_releasing_at_once_lose_no_row_and_admit_each_node_o
     assert sorted(a["node"] for a in admitted if a["admitted"]) == NODES_OF_RUN  # one admission each, one host
     assert {o["spec"]["nodeName"] for o in api.requests()} == {"n3"}
     assert api.obj(CONFIGMAPS, RECORD, CFG) is not None
+
+
+def test_every_write_of_the_record_reads_and_writes_it_in_one_hold_of_the_record_lock(api: Api, tmp_path: Path) -> None:
+    """The action's hosts share one lock per record (local_lock, tested on its own): an update that read the record
+    outside the hold it writes in would meet the others' Conflicts again."""
+    deferred(api, *NODES_OF_RUN)
+    api.auto_ready = True
+    holds = itertools.count(1)
+    mine = threading.local()  # hold: the hold this thread is in (0: none); read: the hold of its last read
+    unheld: list[str] = []
+    get, replace = api.get, api.replace
+
+    def noting_get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if res.plural == CONFIGMAPS.plural:
+            mine.read = getattr(mine, "hold", 0)
+        return get(res, name, namespace)
+
+    def noting_replace(res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        hold = getattr(mine, "hold", 0)
+        if res.plural == CONFIGMAPS.plural and (hold == 0 or getattr(mine, "read", 0) != hold):
+            unheld.append(threading.current_thread().name)
+        return replace(res, body, subresource)
+
+    api.get, api.replace = noting_get, noting_replace  # type: ignore[method-assign]
+
+    @contextlib.contextmanager
+    def record_lock() -> Iterator[None]:
+        with local_lock.held(str(tmp_path), f"{CFG}/{RECORD}"):
+            mine.hold = next(holds)
+            try:
+                yield
+            finally:
+                mine.hold = 0
+
+    def host(name: str) -> None:
+        for step in ("admit", "release"):
+            one = rolling(api, max_fail_percentage=100)
+            one.record_lock = record_lock
+            one.admit(name) if step == "admit" else one.release(name, None)
+
+    threads = [threading.Thread(target=host, args=(name,), name=name) for name in NODES_OF_RUN]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    record = api.record()
+    assert {n: record[n]["state"] for n in NODES_OF_RUN} == dict.fromkeys(NODES_OF_RUN, core.DONE)
+    assert unheld == []
 
 
 def test_a_deferred_start_gives_back_a_request_an_admit_left_in_its_wait(api: Api) -> None:

@@ -16,6 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -70,8 +71,8 @@ STEP_OF_WAIT = {
     WAIT_BACK: "release",
 }
 # How often a record update is tried again when the record changed in between (the other hosts of the run)
-UPDATE_ATTEMPTS = 20
-UPDATE_BACKOFF = 0.2  # the longest pause (seconds, at random up to it) before an update is tried again
+UPDATE_ATTEMPTS = 30
+UPDATE_BACKOFF = 1.0  # the longest pause (seconds, at random up to it) before an update is tried again
 NAMES_SHOWN = 5  # nodes a progress message names
 T = TypeVar("T")
 NODE_GONE = "its Node object is gone (deleted during the run, before its wave); it was not maintained"
@@ -168,6 +169,9 @@ class Rolling:
         self._driven_until = 0.0  # (monotonic) until then a driver holds the Lease: no pass of its own
         self._waiter = threading.Event()
         self._asked = False  # admit: the node may have a request of this call's
+        # held around each update of the record: the action gives one that its workers share, so that the hosts
+        # of a run on one controller take turns instead of meeting each other's Conflicts
+        self.record_lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
 
     # -- the record ------------------------------------------------------------------------------
     def load(self) -> core.RunRecord:
@@ -225,20 +229,21 @@ class Rolling:
         :attr:`wrote` says whether it wrote."""
         self.wrote = False
         for attempt in range(UPDATE_ATTEMPTS):
-            if attempt:  # apart from the others that met the same Conflict
-                self._waiter.wait(random.uniform(0, min(UPDATE_BACKOFF, 0.01 * 2**attempt)))
-            run = self.load()
-            before = run.to_data()
-            try:
-                value = mutate(run)
-            except core.RollingError as exc:
-                raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
-            if run.to_data() == before:
-                return run, value
-            try:
-                self.save(run, merge=True)
-            except Conflict:
-                continue
+            if attempt:  # apart from the others that met the same Conflict (another controller's, say)
+                self._waiter.wait(random.uniform(0, min(UPDATE_BACKOFF, 0.02 * 2**attempt)))
+            with self.record_lock():
+                run = self.load()
+                before = run.to_data()
+                try:
+                    value = mutate(run)
+                except core.RollingError as exc:
+                    raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
+                if run.to_data() == before:
+                    return run, value
+                try:
+                    self.save(run, merge=True)
+                except Conflict:
+                    continue
             self.wrote = True
             return run, value
         raise RequestError(
