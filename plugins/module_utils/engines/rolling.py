@@ -81,6 +81,11 @@ LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease b
 NODE_LOOK = 5.0  # seconds between two checks by admit that the Node of a request still waiting is there
 DRIVER_TURN = 5.0  # the longest a driver waits for the Lease (or after an error) before it looks at its run again
 DRIVER_RECORD_LOOK = 2.0  # seconds between two reads of the run's record by its driver
+# A driver's turn: it holds the Lease for at most DRIVER_HOLD seconds, then leaves it alone for DRIVER_GAP seconds
+# (longer than the pause between two tries of a waiting driver), so that the driver of another run of the same
+# config, whose namespace this driver's passes do not serve, gets its turn instead of waiting for this run's end.
+DRIVER_HOLD = 10.0
+DRIVER_GAP = 1.5
 
 
 @dataclass
@@ -992,7 +997,9 @@ class Rolling:
         namespaces of other configs being theirs. The driver is not needed for safety or for progress: without it
         (never started, killed: its Lease runs out) the nodes' steps run the passes themselves, as before. Another
         holder of the Lease (another run's driver, a scheduled reconcile) serves this run's requests too; the
-        driver waits for its turn. A stopped run's driver ends once no node of it is maintaining."""
+        driver waits for its turn. Turns: it gives the Lease back every DRIVER_HOLD seconds for DRIVER_GAP, so that
+        the driver of a run of the same config in another namespace (which its passes do not serve) is not kept
+        waiting until this run ends. A stopped run's driver ends once no node of it is maintaining."""
         if self.reconciler is None:
             return {"changed": False, "passes": 0, "errors": [], **self.status(self.load())}
         options = self.reconciler.options
@@ -1018,9 +1025,12 @@ class Rolling:
             return finished or not alive()
 
         while not ended():
+            had_turn = False
             try:
                 with reconciler.holding() as held:
-                    while held and not ended():
+                    turn_ends = self.monotonic() + DRIVER_HOLD
+                    while held and not ended() and self.monotonic() < turn_ends:
+                        had_turn = True
                         report = reconciler.run_pass()
                         passes += 1
                         changed = changed or report.changed
@@ -1031,6 +1041,8 @@ class Rolling:
             except (K8sError, ReconcileError) as exc:  # the API away, a bad config: tried again, as an operator does
                 errors = [*errors, str(exc)][-NAMES_SHOWN:]
                 self._waiter.wait(DRIVER_TURN)
+            if had_turn and not ended():  # the Lease given back: another run's driver may take its turn now
+                self._waiter.wait(DRIVER_GAP)
         try:
             status = self.status(self.load())
         except (K8sError, RequestError):
