@@ -20,9 +20,6 @@ display = Display()
 # The step that goes on with each kind of wait (the engine's STEP_OF_WAIT, which a unit test holds this to; the
 # engine is not imported here, as it would cost every task of this action its import).
 STEP_OF_WAIT = {
-    "gate": "next_wave",
-    "wave": "next_wave",
-    "ready": "finish",
     "interrupted": "start",
     "admit_gate": "admit",
     "admit": "admit",
@@ -125,8 +122,6 @@ class ActionModule(ProgressAction):
 
     def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         combined = dict(result)
-        if "finished" in so_far and "finished" not in result and not result.get("failed"):
-            combined["finished"] = so_far["finished"]  # the wave's outcome, from the finish before the next_wave
         if so_far.get("resume", {}).get("phase") == "interrupted":  # also when the release then failed
             for key in START_KEYS:
                 if key in so_far and (not result.get("failed") or key not in result):
