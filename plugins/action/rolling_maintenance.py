@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from ansible.utils.display import Display
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import STEP_OF_WAIT
 from ansible_collections.nodeops.maintenance.plugins.module_utils.rolling_steps import (
     ARGUMENT_SPEC,
     run,
@@ -32,17 +33,6 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress impor
 
 display = Display()
 
-# The step that goes on with each kind of wait (the engine's STEP_OF_WAIT, which a unit test holds this to; the
-# engine is not imported here, as it would cost every task of this action its import).
-STEP_OF_WAIT = {
-    "gate": "next_wave",
-    "wave": "next_wave",
-    "ready": "finish",
-    "interrupted": "start",
-    "admit_gate": "admit",
-    "admit": "admit",
-    "back": "release",
-}
 # What a start did before it handed its wait back: the call that goes on only releases.
 START_KEYS = ("requested", "added", "interrupted", "requeued", "finished", "overrides")
 # The steps that run on the controller.
@@ -130,8 +120,6 @@ class ActionModule(ProgressAction):
 
     def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         combined = dict(result)
-        if "finished" in so_far and "finished" not in result and not result.get("failed"):
-            combined["finished"] = so_far["finished"]  # the wave's outcome, from the finish before the next_wave
         if so_far.get("resume", {}).get("phase") == "interrupted":  # also when the release then failed
             for key in START_KEYS:
                 if key in so_far and (not result.get("failed") or key not in result):

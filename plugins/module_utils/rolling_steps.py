@@ -21,12 +21,9 @@ from .core.maintenance.rolling import (
     RunRecord,
     check_capacity,
     fail_budget,
-    mark_done,
-    mark_failed,
     node_outcome,
     plan_start,
     record_name,
-    sort_outcomes,
 )
 from .core.maintenance.window import parse_window
 from .core.node.errors import NodeopsError
@@ -46,7 +43,6 @@ from .engines.rolling import (
     GateOptions,
     Rolling,
     RunOptions,
-    finish_changed,
     start_changed,
 )
 from .k8s.client import NODES
@@ -59,7 +55,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "step": {
         "type": "str",
         "required": True,
-        "choices": ["start", "next_wave", "finish", "summary", "window", "admit", "release", "drive", "stop"],
+        "choices": ["start", "summary", "window", "admit", "release", "drive", "stop"],
     },
     "run_id": {"type": "str", "required": True},
     "node_names": {"type": "list", "elements": "str", "default": []},
@@ -74,10 +70,6 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "failure": {"type": "str"},
     "stop_reason": {"type": "str"},
     "timing": {"type": "list", "elements": "float"},
-    "succeeded": {"type": "list", "elements": "str", "default": []},
-    "failed": {"type": "dict", "default": {}},
-    "then_next_wave": {"type": "bool", "default": False},
-    "timings": {"type": "dict", "default": {}},
     "gather_seconds": {"type": "float", "default": 30},
     "wave_timeout": {"type": "float", "default": 3600},
     "node_ready_timeout": {"type": "float", "default": 600},
@@ -116,14 +108,10 @@ ARGUMENT_SPEC: dict[str, Any] = {
         "options": {
             "phase": {"type": "str", "choices": list(WAIT_PHASES), "required": True},
             "since": {"type": "float", "required": True},
-            "wave": {"type": "int"},
             "nodes": {"type": "list", "elements": "str"},
         },
     },
 }
-
-# The keys of a finish's result that RV(finished) holds.
-FINISHED_KEYS = ("maintained", "failures", "released", "abort")
 
 POSITIVE = (
     "gather_seconds",
@@ -216,40 +204,6 @@ def targets(module: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def timings(value: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    """node -> (began, ended) from O(timings); entries that are not two numbers are left out."""
-    out = {}
-    for node, span in (value or {}).items():
-        try:
-            began, ended = (float(x) for x in span)
-        except (TypeError, ValueError):
-            continue
-        out[str(node)] = (began, ended)
-    return out
-
-
-def next_wave_check(rolling: Rolling, run: RunRecord) -> dict[str, Any]:
-    """What O(step=next_wave) would return, without waiting or writing: no wave, but a change when it would
-    take one (some nodes are pending and the failures are within O(max_fail_percentage))."""
-    abort = fail_budget(run, rolling.options.max_fail_percentage).exceeded
-    pending = run.in_state(PENDING)
-    result: dict[str, Any] = {
-        "changed": bool(pending) and not abort,
-        "wave": None,
-        "nodes": [],
-        "done": not pending and not abort,
-        "abort": abort,
-        **rolling.status(run),
-    }
-    if pending and not abort:
-        window = rolling.window_state()
-        blockers = [b.as_dict() for b in rolling.blockers(pending)] if window is None or window["open"] else []
-        result.update(window=window, blocked=blockers)
-        if (window is not None and not window["open"]) or blockers:
-            result["changed"] = False
-    return result
-
-
 def admit_check(rolling: Rolling, run: RunRecord, node: str) -> dict[str, Any]:
     """What O(step=admit) would do, without waiting or writing: a change when the node is pending and the
     failures, the window and the gates (for this node) let it through."""
@@ -268,7 +222,7 @@ def admit_check(rolling: Rolling, run: RunRecord, node: str) -> dict[str, Any]:
         result["stopped"] = run.stopped
     if result["changed"]:
         window = rolling.window_state()
-        blockers = [b.as_dict() for b in rolling.blockers([node], own=True)] if window is None or window["open"] else []
+        blockers = [b.as_dict() for b in rolling.blockers([node])] if window is None or window["open"] else []
         result.update(window=window, blocked=blockers)
         if (window is not None and not window["open"]) or blockers:
             result["changed"] = False
@@ -303,8 +257,6 @@ def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
             interrupted=plan.release + plan.fail,
             released=[],
         )
-    elif p["step"] == "next_wave":
-        return next_wave_check(rolling, run)
     elif p["step"] in ("admit", "release") and p["node"] not in run.nodes:
         module.fail_json(msg=f"{p['node']} is not a node of run {p['run_id']!r}; a start step adds the targets first.")
     elif p["step"] == "admit":
@@ -323,29 +275,6 @@ def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
             released=[],
             abort=fail_budget(run, rolling.options.max_fail_percentage).exceeded,
         )
-    elif p["step"] == "finish":
-        now = rolling.clock()
-        try:
-            outcomes = sort_outcomes(run, p["succeeded"], p["failed"], now)
-        except RollingError as exc:
-            module.fail_json(msg=f"{exc}; report only the nodes of the current wave.")
-        # the record as the finish would leave it, taking the nodes that succeeded as back in time
-        for node, why in outcomes.failed.items():
-            mark_failed(run, node, why, now)
-        for node in outcomes.succeeded:
-            mark_done(run, node, now)
-        result.update(
-            changed=finish_changed(outcomes),
-            maintained=outcomes.succeeded,
-            failures=outcomes.failed,
-            released=[],
-            abort=fail_budget(run, rolling.options.max_fail_percentage).exceeded,
-        )
-        result["finished"] = {k: result[k] for k in FINISHED_KEYS}
-        if p["then_next_wave"]:
-            finished = result["finished"]
-            following = next_wave_check(rolling, run)
-            return {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
     elif p["step"] == "drive":
         result.update(passes=0, errors=[])
     elif p["step"] == "stop":
@@ -405,17 +334,6 @@ def run(module: Any) -> None:
             result = rolling.drive(getattr(module, "alive", lambda: True))
         elif step == "stop":
             result = rolling.stop(p["stop_reason"] or "")
-        elif step == "next_wave":
-            result = rolling.next_wave(resume)
-        elif step == "finish":
-            failed = {str(k): str(v) for k, v in (p["failed"] or {}).items()}
-            result = rolling.finish(p["succeeded"], failed, timings(p["timings"]), resume)
-            if "waiting" not in result:
-                finished = {k: result[k] for k in FINISHED_KEYS}
-                result["finished"] = finished
-                if p["then_next_wave"]:
-                    following = rolling.next_wave()
-                    result = {**following, "finished": finished, "changed": result["changed"] or following["changed"]}
         else:
             result = rolling.summary()
     except RequestError as exc:

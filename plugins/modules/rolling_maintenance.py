@@ -14,38 +14,35 @@ description:
   - The building block of the C(nodeops.maintenance.rolling_maintenance) playbook; use the playbook unless you
     build a flow of your own. The playbook takes O(step=start) with O(defer_requests), O(step=drive), then on
     each node's host O(step=admit), the maintenance and O(step=release), and O(step=summary) at the end.
-    O(step=next_wave) and O(step=finish) serve a flow in waves instead.
   - A run is named by O(run_id) and recorded in a ConfigMap C(nodeops-rolling-<run_id>) in O(config_namespace),
-    with per node its state (V(pending), V(maintaining), V(done), V(failed), V(interrupted)), its wave and the times
-    of each step. The record is written before anything that depends on it, so a run killed at any moment is
-    picked up by the next one with the same O(run_id), and no node is handed to its maintenance tasks twice.
+    with per node its state (V(pending), V(maintaining), V(done), V(failed), V(interrupted)), its admission batch
+    (its wave) and the times of each step. The record is written before anything that depends on it, so a run
+    killed at any moment is picked up by the next one with the same O(run_id), and no node is handed to its
+    maintenance tasks twice.
   - O(step=start) requests maintenance (one C(NodeMaintenance) per node, as M(nodeops.maintenance.node_maintenance)
     does) for every target not finished in this run, and deals with the nodes a killed run left in their
     maintenance (O(interrupted)).
-  - O(step=next_wave) runs reconcile passes (O(engine=builtin)) or only watches (O(engine=operator)) until some
-    requests of this run are Ready (cordoned and drained), and returns them as the next wave. Which nodes and how
-    many is the scheduler's decision (C(maxParallelOperations), C(maxUnavailable)), not this module's. A pending
-    node whose Node object was deleted meanwhile fails (C(its Node object is gone)) and its request is given back.
-  - O(step=finish) takes the outcome of the wave's maintenance tasks. A node that succeeded is released once it
-    is Ready in Kubernetes again (its request is deleted and the node uncordoned); a node that failed, or did not
-    come back, gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)).
-    A drained request that other requestors joined (C(additionalRequestors)) stays, with the node in maintenance,
-    until they leave it; the run is done with the node and the task warns, naming them.
-  - O(step=admit) and O(step=release) take one node (O(node)) at a time, for a flow where each node's host
-    drives its own maintenance while the others drive theirs, without waves. O(step=admit) checks the window and
-    the gates for the node, makes its request when it has none (after O(step=start) with O(defer_requests), the
-    first request of each node is made here), runs reconcile passes (O(engine=builtin)) until the scheduler has
-    made it Ready, and records it as V(maintaining) in an admission batch (RV(wave)), the nodes admitted within
-    O(gather_seconds) of the batch's first. O(step=release) takes that node's outcome (O(failure)), waits until
-    it is Ready in Kubernetes and releases it, as O(step=finish) does for a wave. Each updates only its node's
-    row of the record, with a conditional write tried again when another host wrote in between. A node is handed
-    to its maintenance once. O(step=admit) for a node admitted earlier, by this host or another, returns
-    RV(admitted=false) and changes nothing; a node a killed run left V(maintaining) is the next O(step=start)'s
-    (O(interrupted)). O(step=admit) checks the gates before it makes the request, again every O(gate_interval)
-    seconds while the node waits for the scheduler, and the window before each pass. It admits no node once the
-    run's failures are over O(max_fail_percentage), also when they go over while it waits; then, and whenever
-    else it ends without admitting the node (a stop, a timeout, an error), it gives the node's request back and
-    leaves the node V(pending).
+  - O(step=admit) and O(step=release) take one node (O(node)) at a time; each node's host drives its own
+    maintenance while the others drive theirs. O(step=admit) checks the window and the gates for the node, makes
+    its request when it has none (after O(step=start) with O(defer_requests), the first request of each node is
+    made here), runs reconcile passes (O(engine=builtin)) or only watches (O(engine=operator)) until the scheduler
+    has made it Ready (cordoned and drained), and records it as V(maintaining) in an admission batch (RV(wave)),
+    the nodes admitted within O(gather_seconds) of the batch's first. When and how many nodes are made Ready is
+    the scheduler's decision (C(maxParallelOperations), C(maxUnavailable)), not this module's. A pending node whose
+    Node object was deleted meanwhile fails (C(its Node object is gone)) and its request is given back.
+  - O(step=release) takes that node's outcome (O(failure)). A node that succeeded is released once it is Ready in
+    Kubernetes again (its request is deleted and the node uncordoned); a node that failed, or did not come back,
+    gets the C(RequestorFailed) condition and stays cordoned for a person (unless O(release_failed)). A drained
+    request that other requestors joined (C(additionalRequestors)) stays, with the node in maintenance, until they
+    leave it; the run is done with the node and the task warns, naming them.
+  - O(step=admit) and O(step=release) each update only their node's row of the record, with a conditional write
+    tried again when another host wrote in between. A node is handed to its maintenance once. O(step=admit) for a
+    node admitted earlier, by this host or another, returns RV(admitted=false) and changes nothing; a node a killed
+    run left V(maintaining) is the next O(step=start)'s (O(interrupted)). O(step=admit) checks the gates before it
+    makes the request, again every O(gate_interval) seconds while the node waits for the scheduler, and the window
+    before each pass. It admits no node once the run's failures are over O(max_fail_percentage), also when they go
+    over while it waits; then, and whenever else it ends without admitting the node (a stop, a timeout, an error),
+    it gives the node's request back and leaves the node V(pending).
   - B(A stopped run.) When an O(step=admit) stops the run (the window closed, a gate blocked past
     O(gate_timeout), or no slot came for its node within O(wave_timeout) while the scheduler had not taken it),
     or O(step=stop) is called, the stop is written to the record (RV(stopped); the first one stays). Every other
@@ -71,26 +68,25 @@ description:
   - O(step=summary) returns the record as a table.
   - O(step=window) only says whether the maintenance window (O(window)) is open, and when it opens, after checking
     the settings of O(window) and O(gates); it reads nothing in the cluster.
-  - B(Maintenance window.) With O(window), a wave starts only inside it. O(step=start) outside the window changes
-    nothing (no record, no request) and returns RV(stopped) with the time the window opens. O(step=next_wave)
-    checks the window before anything that could schedule, and before each of its reconcile passes; outside the
-    window it takes no wave, gives back the requests of the run's nodes still waiting for their wave (a node the
-    scheduler already cordoned or drained for this run is uncordoned; the node stays V(pending) in the record), and
-    returns RV(stopped). A wave in progress when the window closes is finished and released normally by
-    O(step=finish); no new wave follows. The same command later goes on where the run stopped.
-  - B(Gates.) With O(gates), O(step=next_wave) checks, before the next wave's nodes can be cordoned, for pods that
-    match O(gates.pod_selector) (on the nodes the next wave may take, or anywhere), alerts firing in Prometheus
-    (O(gates.prometheus_url)) whose name matches O(gates.alert_filter), and the outcome of the playbook's own gate
-    tasks (O(gates.check_failure)). While something blocks, it checks again every O(gate_interval) seconds, up to
-    O(gate_timeout); then it stops as outside the window, returning RV(stopped) with what blocks. Prometheus out of
-    reach, or answering with an error, blocks (fail-safe). Nothing new is cordoned while a gate blocks.
-  - With a window or gates and O(engine=builtin), the reconcile passes of O(step=start) and O(step=finish) (the
-    releases) schedule no new request; only O(step=next_wave) does, after the checks.
+  - B(Maintenance window.) With O(window), a node is admitted only inside it. O(step=start) outside the window
+    changes nothing (no record, no request) and returns RV(stopped) with the time the window opens. O(step=admit)
+    checks the window before anything that could schedule its node, and before each of its reconcile passes;
+    outside the window it stops the run (see B(A stopped run)), gives the node's request back (a node the scheduler
+    already cordoned or drained for this run is uncordoned; the node stays V(pending) in the record), and returns
+    RV(stopped). The nodes in their maintenance when the window closes are released normally by O(step=release);
+    no node is admitted after them. The same command later goes on where the run stopped.
+  - B(Gates.) With O(gates), O(step=admit) checks, before its node can be cordoned, for pods that match
+    O(gates.pod_selector) (on that node, or anywhere), alerts firing in Prometheus (O(gates.prometheus_url)) whose
+    name matches O(gates.alert_filter), and the outcome of the playbook's own gate tasks (O(gates.check_failure)).
+    While something blocks, it checks again every O(gate_interval) seconds, up to O(gate_timeout); then it stops
+    the run as outside the window, returning RV(stopped) with what blocks. Prometheus out of reach, or answering
+    with an error, blocks (fail-safe). Nothing new is cordoned while a gate blocks.
+  - With a window or gates and O(engine=builtin), the reconcile passes of O(step=start) and O(step=release) (the
+    releases) schedule no new request; only O(step=admit) does, after the checks.
   - With O(engine=operator) the NVIDIA Maintenance Operator cordons and drains requested nodes by itself, whenever
     its limits allow; the run can only decide when it requests nodes and when it hands them to the maintenance.
-    Outside the window O(step=start) requests nothing, and a stop (window or gate) takes the run's requests back;
-    but between the window's end (or a gate starting to block) and the next O(step=next_wave), which comes only
-    after the wave in progress, the operator may prepare further nodes of the run, within its
+    Outside the window O(step=start) requests nothing, and a stop (window or gate) takes each waiting node's
+    request back at its O(step=admit); until then the operator may prepare further nodes of the run, within its
     C(maxParallelOperations) and C(maxUnavailable). They are uncordoned at the stop, not maintained.
 extends_documentation_fragment:
   - nodeops.maintenance.k8s_auth_options
@@ -102,24 +98,22 @@ attributes:
     support: partial
     details:
       - O(step=start) reports what it would request and how it would treat interrupted nodes, and writes nothing.
-      - O(step=next_wave) returns no wave; it reports a change when it would take one. It checks the window and the
-        gates once (reads only, no waiting) and returns RV(window) and RV(blocked); no change while either holds
-        the wave.
       - O(step=start) outside the window reports RV(stopped) and no change.
-      - O(step=finish) checks its input and reports the outcome it would record, as if every node in O(succeeded)
-        came back Ready; it reports a change when the current wave has nodes. O(step=summary) reads only.
+      - O(step=summary) reads only.
       - O(step=drive) starts no driver and reports no change.
       - O(step=stop) writes nothing; it reports a change when the run is not stopped on record yet.
       - O(step=admit) admits nothing; it reports a change when the node is pending and the window, the gates and the
-        failures let it through and the run is not stopped on record (then RV(stopped)). O(step=release) reports a
-        change when the node's outcome is not on record yet.
+        failures let it through and the run is not stopped on record (then RV(stopped)). It checks the window and
+        the gates once (reads only, no waiting) and returns RV(window) and RV(blocked).
+      - O(step=release) reports the outcome it would record, and a change when the node's outcome is not on record
+        yet.
   diff_mode:
     support: none
 options:
   step:
     description: Which step of the run to take.
     type: str
-    choices: [start, next_wave, finish, summary, window, admit, release, drive, stop]
+    choices: [start, summary, window, admit, release, drive, stop]
     required: true
   run_id:
     description:
@@ -186,45 +180,26 @@ options:
         summary's C(maintained) column. Unset, from the node's admission to the release.
     type: list
     elements: float
-  succeeded:
-    description: With O(step=finish), the nodes of the wave whose maintenance tasks passed.
-    type: list
-    elements: str
-    default: []
-  failed:
-    description:
-      - With O(step=finish), the nodes of the wave whose maintenance failed, as a mapping of node to message.
-      - A node of the wave in neither O(succeeded) nor O(failed) (unreachable, or its tasks stopped) has failed.
-    type: dict
-    default: {}
-  timings:
-    description:
-      - With O(step=finish), node to the start and end (seconds since the epoch) of its maintenance tasks, for the
-        summary's C(maintained) column; without it, the time from the wave's start to this step is shown.
-    type: dict
-    default: {}
-  then_next_wave:
-    description:
-      - With O(step=finish), go on with O(step=next_wave) in the same task, and return the next wave at the top of
-        the result with this wave's outcome under RV(finished). Saves a task (and a module start) per wave.
-    type: bool
-    default: false
   gather_seconds:
     description:
-      - A wave starts when every admitted request of the run is Ready, or this many seconds after the first of
-        them became Ready, whichever comes first.
+      - With O(step=admit), a node joins the admission batch (RV(wave)) whose first node was admitted at most this
+        many seconds earlier, while one of the batch's nodes is still in its maintenance; else it starts a new one.
     type: float
     default: 30
   wave_timeout:
-    description: O(step=next_wave) fails when no request became Ready in this many seconds, naming what blocks each.
+    description:
+      - O(step=admit) fails when its node's request did not become Ready in this many seconds, naming what blocks
+        it. When no slot came for the node at all, the run stops too (RV(stopped), V(timeout)).
     type: float
     default: 3600
   node_ready_timeout:
-    description: How long O(step=finish) waits for a maintained node to be Ready in Kubernetes before it fails it.
+    description:
+      - How long O(step=release) waits for a maintained node, and O(step=start) for a node interrupted during its
+        maintenance, to be Ready in Kubernetes before it fails it.
     type: float
     default: 600
   release_timeout:
-    description: How long O(step=finish) waits for released requests to be gone (the node uncordoned).
+    description: How long a step waits for the requests it gives back to be gone (the node uncordoned).
     type: float
     default: 300
   release_failed:
@@ -233,7 +208,7 @@ options:
     default: false
   max_fail_percentage:
     description:
-      - No new wave starts once more than this percentage of the run's nodes failed (Ansible's rule for the
+      - No node is admitted once more than this percentage of the run's nodes failed (Ansible's rule for the
         keyword of the same name); RV(abort) says so.
     type: float
     default: 0
@@ -247,7 +222,7 @@ options:
     default: 16
   window:
     description:
-      - The maintenance window; without it (or with none of its options set) a wave may start at any time.
+      - The maintenance window; without it (or with none of its options set) a node may be admitted at any time.
       - Each day in O(window.days) opens the window at O(window.start) for until O(window.end), wall-clock times in
         O(window.time_zone). An end not after the start runs over midnight into the next day (V(22:00) to V(04:00));
         the same start and end make a whole day.
@@ -274,19 +249,18 @@ options:
         default: UTC
   gates:
     description:
-      - Checks before each wave (O(step=next_wave)); each one given must let the wave through. See O(gate_timeout).
+      - Checks before each node's admission (O(step=admit)); each one given must let the node through. See
+        O(gate_timeout).
     type: dict
     suboptions:
       pod_selector:
         description:
-          - A label selector for pods (in every namespace) that block the next wave while they run (any phase but
-            C(Succeeded) and C(Failed)).
+          - A label selector for pods (in every namespace) that block a node's admission while they run (any phase
+            but C(Succeeded) and C(Failed)).
         type: str
       pod_scope:
         description:
-          - V(wave) counts only pods on the nodes the next wave may take (the run's nodes the scheduler already
-            admitted, those its next pass would admit, and those without a request); V(cluster) counts pods
-            anywhere.
+          - V(wave) counts only pods on the node to be admitted; V(cluster) counts pods anywhere.
         type: str
         choices: [wave, cluster]
         default: wave
@@ -310,18 +284,18 @@ options:
       check_failure:
         description:
           - The message of the playbook's own gate tasks when they failed (the playbook runs them, and retries them
-            up to its gate timeout, before this step). When set, the run stops without a wave at once.
+            up to its gate timeout, before this step). When set, O(step=admit) stops the run at once.
         type: str
       tasks:
         description:
-          - Whether the playbook runs gate tasks of its own before each wave. Then, as with the other gates,
-            the releases of O(step=start) and O(step=finish) schedule no new request, so that nothing new is
+          - Whether the playbook runs gate tasks of its own before each node's admission. Then, as with the other
+            gates, the releases of O(step=start) and O(step=release) schedule no new request, so that nothing new is
             cordoned before those tasks have passed.
         type: bool
         default: false
   gate_timeout:
     description:
-      - How long O(step=next_wave) checks a blocked gate again before the run stops (RV(stopped)), in seconds.
+      - How long O(step=admit) checks a blocked gate again before the run stops (RV(stopped)), in seconds.
     type: float
     default: 3600
   gate_interval:
@@ -330,11 +304,11 @@ options:
     default: 30
   progress_after:
     description:
-      - While O(step=next_wave) waits (a gate that blocks, no request Ready yet), O(step=finish) waits (maintained
-        nodes not Ready in Kubernetes yet) or O(step=start) waits (nodes interrupted during their maintenance not
-        Ready yet), print what it waits for at least every this many seconds. The task still waits to the end, and
-        the step's timeout (O(gate_timeout), O(wave_timeout), O(node_ready_timeout)) counts from the start of the
-        wait.
+      - While O(step=admit) waits (a gate that blocks, its node's request not Ready yet), O(step=release) waits (the
+        maintained node not Ready in Kubernetes yet) or O(step=start) waits (nodes interrupted during their
+        maintenance not Ready yet), print what it waits for at least every this many seconds. The task still waits
+        to the end, and the step's timeout (O(gate_timeout), O(wave_timeout), O(node_ready_timeout)) counts from
+        the start of the wait.
       - The module hands the wait back to the task's action every this many seconds, which prints the line and runs
         it again with O(resume). V(0) waits in one call, without a line.
     type: float
@@ -343,28 +317,24 @@ options:
     description:
       - Set by the task's action itself to go on with a wait that the module handed back (see O(progress_after)),
         naming when that wait began and of what kind. There is no need to set it in a task.
-      - O(step=finish) with O(resume) takes the wave's outcome from the record, not from O(succeeded) and O(failed),
-        and only for the wave named in O(resume.wave).
+      - O(step=release) with O(resume) takes the node's outcome from the record, not from O(failure).
       - O(step=start) with O(resume) only waits for and releases the interrupted nodes; the call that handed the wait
         back did the rest of the start.
     type: dict
     suboptions:
       phase:
         description:
-          - The wait, V(gate) or V(wave) (O(step=next_wave)), V(ready) (O(step=finish)), V(interrupted)
-            (O(step=start)), V(admit_gate) or V(admit) (O(step=admit)), or V(back) (O(step=release)).
+          - The wait, V(interrupted) (O(step=start)), V(admit_gate) or V(admit) (O(step=admit)), or V(back)
+            (O(step=release)).
         type: str
-        choices: [gate, wave, ready, interrupted, admit_gate, admit, back]
+        choices: [interrupted, admit_gate, admit, back]
         required: true
       since:
         description: When the wait began, in seconds since the epoch.
         type: float
         required: true
-      wave:
-        description: With V(ready), the wave whose nodes the wait is for.
-        type: int
       nodes:
-        description: With V(interrupted), the nodes the wait is for (whatever the targets are by then).
+        description: The nodes the wait is for (with V(interrupted), whatever the targets are by then).
         type: list
         elements: str
 notes:
@@ -376,24 +346,26 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Request maintenance of the targets
+- name: Record the targets; each node's admit makes its request
   nodeops.maintenance.rolling_maintenance:
     step: start
     run_id: CHG-1234
     requestor: upgrades.example.com
     node_selector: nvidia.com/gpu.present=true
     drain_spec: {force: true, delete_emptydir_data: true}
+    defer_requests: true
 
-- name: Wait for the next wave
+- name: Start the run's driver on the controller
   nodeops.maintenance.rolling_maintenance:
-    step: next_wave
+    step: drive
     run_id: CHG-1234
     requestor: upgrades.example.com
-  register: wave
 
-- name: Wait for the next wave, Saturday and Sunday nights only, and not while storage alerts fire
+# On each node's host, one node at a time
+- name: Wait for the node's turn, Saturday and Sunday nights only, and not while storage alerts fire
   nodeops.maintenance.rolling_maintenance:
-    step: next_wave
+    step: admit
+    node: "{{ inventory_hostname }}"
     run_id: CHG-1234
     requestor: upgrades.example.com
     window: {days: [sat, sun], start: "22:00", end: "05:00", time_zone: Europe/Berlin}
@@ -402,20 +374,28 @@ EXAMPLES = r"""
       alert_filter: "Ceph.*|Disk.*"
       pod_selector: maintenance.example.com/do-not-disturb=true
     gate_timeout: 1800
-  register: wave
+  register: admit
 
-- name: Say why no wave started
+- name: Say why the node was not admitted
   ansible.builtin.debug:
-    msg: "{{ wave.stopped.message }}"
-  when: wave.stopped is defined
+    msg: "{{ admit.stopped.message }}"
+  when: admit.stopped is defined
 
-- name: Report how the wave went
+- name: Report how the node's maintenance went, and release it once it is Ready
   nodeops.maintenance.rolling_maintenance:
-    step: finish
+    step: release
+    node: "{{ inventory_hostname }}"
     run_id: CHG-1234
     requestor: upgrades.example.com
-    succeeded: "{{ wave.nodes | difference(['gpu-07']) }}"
-    failed: {gpu-07: firmware update failed}
+    failure: "{{ maintenance_failure | default(omit) }}"
+  when: admit.admitted
+
+- name: Summarize the run
+  nodeops.maintenance.rolling_maintenance:
+    step: summary
+    run_id: CHG-1234
+    requestor: upgrades.example.com
+  register: summary
 """
 
 RETURN = r"""
@@ -437,7 +417,7 @@ record:
   type: str
   sample: nodeops-maintenance/nodeops-rolling-chg-1234
 waves:
-  description: How many waves the run has had.
+  description: How many admission batches (waves) the run has had.
   returned: always
   type: int
 counts:
@@ -477,7 +457,7 @@ requested:
   type: list
   elements: dict
 pending:
-  description: With O(step=start), the nodes waiting for their wave.
+  description: With O(step=start), the nodes waiting for their admission.
   returned: success and O(step=start)
   type: list
   elements: str
@@ -488,10 +468,9 @@ interrupted:
   elements: str
 wave:
   description:
-    - With O(step=next_wave) (or O(then_next_wave)), the number of the new wave; null when there is none.
     - With O(step=admit), the admission batch the node joined; null when it was not admitted.
     - With O(step=release), the node's admission batch.
-  returned: success and O(step) is V(next_wave), V(admit) or V(release)
+  returned: success and O(step) is V(admit) or V(release)
   type: int
 opened:
   description:
@@ -508,63 +487,36 @@ batch_ended:
   type: dict
   sample: {wave: 3, nodes: [gpu-7, gpu-9], failures: {gpu-9: "Reboot: timed out"}}
 nodes:
-  description:
-    - With O(step=next_wave), the nodes of the wave, ready for their maintenance.
-    - With O(step=summary), one entry per node.
-  returned: success and O(step) is V(next_wave) or V(summary)
+  description: With O(step=summary), one entry per node.
+  returned: success and O(step=summary)
   type: list
-  elements: raw
+  elements: dict
   sample:
     - {node: gpu-07, wave: 2, outcome: done, waited: 41.2, drained: 12.5, maintained: 95.0, back: 3.1, message: ""}
 done:
-  description: With O(step=next_wave), whether no node is left for a wave.
-  returned: success and O(step=next_wave)
+  description: With O(step=admit), whether no node of the run is left pending.
+  returned: success and O(step=admit)
   type: bool
 abort:
-  description: Whether more than O(max_fail_percentage) of the nodes failed, so no new wave starts.
-  returned: success and O(step) is V(next_wave) or V(finish)
+  description: Whether more than O(max_fail_percentage) of the nodes failed, so no node is admitted any more.
+  returned: success and O(step) is V(admit) or V(release)
   type: bool
-maintained:
-  description: With O(step=finish), the nodes maintained, back and released.
-  returned: success and O(step=finish)
-  type: list
-  elements: str
-failures:
-  description: With O(step=finish), node to message for the nodes that failed in this wave.
-  returned: success and O(step=finish)
-  type: dict
 released:
   description: The nodes whose requests were released in this step.
-  returned: success and O(step) is V(start) or V(finish)
+  returned: success and O(step) is V(start) or V(release)
   type: list
   elements: str
 finished:
-  description:
-    - With O(step=finish), the outcome of the wave just finished (with O(then_next_wave), the result's other keys
-      are the next wave's).
-  returned: success and O(step=finish)
-  type: dict
-  contains:
-    maintained:
-      description: The nodes maintained, back and released.
-      type: list
-      elements: str
-    failures:
-      description: Node to message for the nodes that failed.
-      type: dict
-    released:
-      description: The nodes released.
-      type: list
-      elements: str
-    abort:
-      description: Whether more than O(max_fail_percentage) of the nodes failed.
-      type: bool
+  description: With O(step=start), the targets finished earlier in this run (done, failed or interrupted), left alone.
+  returned: success and O(step=start)
+  type: list
+  elements: str
 stopped:
   description:
-    - Why the run stopped without a new wave, when the window is closed or a gate blocks, or before a node's
-      admission (see B(A stopped run) above). Run the same command again to go on.
-  returned: when O(step=start), O(step=next_wave) or O(then_next_wave) stopped the run; O(step=admit) that did
-    not admit its node because of a stop; O(step=stop); O(step=summary) (null while the run was not stopped)
+    - Why the run stopped before its last node (the window is closed, or a gate blocks; see B(A stopped run)
+      above). Run the same command again to go on.
+  returned: when O(step=start) stopped the run; O(step=admit) that did not admit its node because of a stop;
+    O(step=stop); O(step=summary) (null while the run was not stopped)
   type: dict
   contains:
     reason:
@@ -592,8 +544,8 @@ stopped:
     message: "The next wave is blocked (still after 1800s): pod ml/trainer-0 on gpu-07. ..."
     blockers: [{gate: pods, message: pod ml/trainer-0 on gpu-07, namespace: ml, name: trainer-0, node: gpu-07}]
 withdrawn:
-  description: When the run stopped, the nodes whose requests it gave back (they stay pending).
-  returned: when the run stopped in O(step=next_wave)
+  description: When O(step=admit) stopped, its node if it gave the node's request back (the node stays pending).
+  returned: when O(step=admit) did not admit its node because of a stop
   type: list
   elements: str
 window:
@@ -603,18 +555,18 @@ window:
   sample: {open: false, window: "sat,sun 22:00-05:00 Europe/Berlin", opens_at: "2026-12-05T22:00+01:00 (Europe/Berlin)",
            opens_in: 52200.0, closes_at: null}
 open:
-  description: With O(step=window), whether a wave may start now (always true without a window).
+  description: With O(step=window), whether a node may be admitted now (always true without a window).
   returned: O(step=window)
   type: bool
 gates:
   description:
-    - With O(step=next_wave) and O(gates), what the gates did before the wave (how many checks, how long they
-      waited, and what blocked meanwhile).
-  returned: when a wave was taken
+    - With O(step=admit) and O(gates), what the gates did before the node's admission (how many checks, how long
+      they waited, and what blocked meanwhile).
+  returned: when O(step=admit) admitted its node
   type: dict
   sample: {checks: 3, waited: 60.2, blocked_by: ["alert CephHealthWarning (firing): severity=warning"]}
 blocked:
-  description: In check mode, O(step=next_wave), what blocks the next wave now.
+  description: In check mode, O(step=admit), what blocks the node's admission now.
   returned: check mode
   type: list
   elements: dict

@@ -22,7 +22,7 @@ from ansible_collections.nodeops.maintenance.plugins.plugin_utils.k8s_defaults i
 display = Display()
 
 # A wait can be handed back at most this many times in one task (a guard against a module that never ends one:
-# the longest wait, an hour of gate, an hour of wave and ten minutes of Ready at one line a second, fits).
+# the longest wait, an hour of gate and an hour for the scheduler at one line a second, fits).
 MAX_CALLS = 10_000
 # What every call adds to the task's result.
 NOTICES = ("warnings", "deprecations")

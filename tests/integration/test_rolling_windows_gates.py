@@ -110,7 +110,7 @@ def test_the_gates_block_the_first_wave_each_named_and_nothing_is_cordoned(
             "rolling_gate_tasks": str(gate),
             **FAST_GATES,
             # time for a second check of the gate tasks on a busy machine, where one check may take seconds (the
-            # failure of the gate tasks stops the run at the next_wave step at once, whatever this says)
+            # failure of the gate tasks stops the run at the node's admit step at once, whatever this says)
             "rolling_gate_timeout": 10,
         }
         out = run(with_vars(command(engine, "", tasks, "gates"), variables), expect_rc=2)

@@ -1,6 +1,6 @@
 """The action of nodeops.maintenance.rolling_maintenance (plugins/action/rolling_maintenance.py): it runs the module
 again with ``resume`` while a step hands its wait back, prints each wait's message, and returns the last result with
-the wave's outcome. The module runs are a scripted stand-in here; the module itself is tested in
+what a start did in its first call. The module runs are a scripted stand-in here; the module itself is tested in
 test_module_rolling_maintenance.py and test_rolling_progress.py, the whole in the rolling integration tests."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines import
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from support.action_runs import Task, Templar, run_action
 
-TASK = "Release the wave's nodes and wait for the next wave"
+TASK = "Request maintenance of the targets"
 
 
 def run(
@@ -26,50 +26,25 @@ def run(
 
 
 def waiting(phase: str, message: str, **extra: Any) -> dict[str, Any]:
-    resume: dict[str, Any] = {"phase": phase, "since": 100.0, **({"wave": 3} if phase == "ready" else {})}
+    resume: dict[str, Any] = {"phase": phase, "since": 100.0}
     return {"changed": False, "waiting": {"phase": phase, "message": message}, "resume": resume, **extra}
 
 
-def test_a_finish_that_waits_goes_on_to_the_next_wave_in_the_same_task(monkeypatch: pytest.MonkeyPatch) -> None:
-    finished = {"maintained": ["n0"], "failures": {}, "released": ["n0"], "abort": False}
-    answers = [
-        waiting("ready", "Run r: wave 3: waiting for 1 node(s) (n0) to be Ready"),
-        {**waiting("wave", "Run r: waiting for the next wave"), "finished": finished, "changed": True},
-        waiting("wave", "Run r: waiting for the next wave, still"),
-        {"changed": True, "wave": 4, "nodes": ["n1"]},
-    ]
-    args = {"step": "finish", "run_id": "r", "succeeded": ["n0"], "then_next_wave": True, "progress_after": 50}
-    result, calls, lines = run(monkeypatch, args, answers)
-    # the finish goes on with its own step while it waits for Ready, then the next_wave step goes on
-    assert [c["step"] for c in calls] == ["finish", "finish", "next_wave", "next_wave"]
-    assert "resume" not in calls[0] and calls[1]["resume"] == {"phase": "ready", "since": 100.0, "wave": 3}
-    assert calls[2]["resume"] == calls[3]["resume"] == {"phase": "wave", "since": 100.0}
-    assert all(c["succeeded"] == ["n0"] and c["progress_after"] == 50 for c in calls)
-    assert lines == [
-        "Release the wave's nodes and wait for the next wave: Run r: wave 3: waiting for 1 node(s) (n0) to be Ready",
-        "Release the wave's nodes and wait for the next wave: Run r: waiting for the next wave",
-        "Release the wave's nodes and wait for the next wave: Run r: waiting for the next wave, still",
-    ]
-    # the last result, with the wave's outcome from the call that had it, changed as any call was
-    assert result == {"changed": True, "wave": 4, "nodes": ["n1"], "finished": finished}
-
-
 def test_a_step_that_does_not_wait_is_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    result, calls, lines = run(monkeypatch, {"step": "next_wave"}, [{"changed": True, "wave": 1, "nodes": ["n0"]}])
-    assert len(calls) == 1 and lines == [] and result == {"changed": True, "wave": 1, "nodes": ["n0"]}
+    answer = {"changed": False, "lines": ["node  wave"], "stopped": None}
+    result, calls, lines = run(monkeypatch, {"step": "summary"}, [answer])
+    assert len(calls) == 1 and lines == [] and result == answer
 
 
 def test_a_failure_while_going_on_ends_the_task_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    answers = [waiting("gate", "Run r: the next wave waits for its gates"), {"failed": True, "msg": "API down"}]
-    result, calls, lines = run(monkeypatch, {"step": "next_wave"}, answers)
-    assert len(calls) == 2 and len(lines) == 1
-    assert result["failed"] is True and result["msg"] == "API down" and "finished" not in result
+    answers = [waiting("interrupted", "Run r: waiting for 1 node(s) (n0)"), {"failed": True, "msg": "API down"}]
+    result, calls, lines = run(monkeypatch, {"step": "start"}, answers)
+    assert len(calls) == 2 and len(lines) == 1 and calls[1]["resume"] == {"phase": "interrupted", "since": 100.0}
+    assert result["failed"] is True and result["msg"] == "API down" and "resume" not in result
 
 
-def test_the_action_knows_which_step_goes_on_with_each_wait() -> None:
-    # the action keeps its own copy so that it does not import the engine in every task
-    assert action.STEP_OF_WAIT == engine.STEP_OF_WAIT
-    assert set(action.STEP_OF_WAIT) == set(engine.WAIT_PHASES)
+def test_the_engine_names_the_step_that_goes_on_with_each_of_its_waits() -> None:
+    assert set(engine.STEP_OF_WAIT) == set(engine.WAIT_PHASES)
 
 
 def test_a_start_that_waits_for_interrupted_nodes_keeps_what_its_first_call_did(
@@ -117,10 +92,10 @@ def test_a_start_that_waits_for_interrupted_nodes_keeps_what_its_first_call_did(
 
 def test_the_warnings_of_every_call_reach_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = [
-        {**waiting("gate", "Run r: the gates block"), "warnings": ["a reconcile pass waited for the Lease"]},
-        {"changed": False, "wave": 2, "nodes": ["n4"], "warnings": ["another"], "deprecations": [{"msg": "d"}]},
+        {**waiting("interrupted", "Run r: waiting for n0"), "warnings": ["a reconcile pass waited for the Lease"]},
+        {"changed": False, "released": ["n0"], "warnings": ["another"], "deprecations": [{"msg": "d"}]},
     ]
-    result, _calls, _lines = run(monkeypatch, {"step": "next_wave"}, answers)
+    result, _calls, _lines = run(monkeypatch, {"step": "start"}, answers)
     assert result["warnings"] == ["a reconcile pass waited for the Lease", "another"]
     assert result["deprecations"] == [{"msg": "d"}] and "resume" not in result
 

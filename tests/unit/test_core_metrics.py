@@ -164,14 +164,14 @@ def test_remediation_figures_count_objects_in_progress_by_phase_and_strategy() -
     assert value(families, "nodeops_remediation_pods_deleted") == 2
 
 
-def test_rolling_figures_of_a_wave_and_of_the_summary() -> None:
-    finish = {"run_id": "CHG-1", "counts": {"pending": 4, "done": 2}, "waves": 1, "failed_percentage": 12.5,
-              "complete": False, "abort": False, "nodes": ["n3", "n4"]}  # fmt: skip
-    families = parse(rolling_figures(finish, 5.0).render())
+def test_rolling_figures_of_a_release_and_of_the_summary() -> None:
+    release = {"run_id": "CHG-1", "counts": {"pending": 4, "done": 2}, "waves": 1, "failed_percentage": 12.5,
+               "complete": False, "abort": False, "node": "n3", "batch_ended": None}  # fmt: skip
+    families = parse(rolling_figures(release, 5.0).render())
     assert value(families, "nodeops_rolling_nodes", run_id="CHG-1", state="pending") == 4
     assert value(families, "nodeops_rolling_nodes", run_id="CHG-1", state="failed") == 0
     assert value(families, "nodeops_rolling_failed_ratio", run_id="CHG-1") == 0.125
-    assert "nodeops_rolling_wave_duration_seconds" not in families  # next_wave's nodes are names
+    assert "nodeops_rolling_wave_duration_seconds" not in families  # only the summary has the nodes' rows
     summary = {
         "run_id": "CHG-1",
         "counts": {"done": 3, "failed": 1},
@@ -195,6 +195,7 @@ def test_rolling_figures_of_a_wave_and_of_the_summary() -> None:
         (lambda: node_health_figures({"observed": 1}, "x", 0.0), "lacks healthy"),
         (lambda: remediation_figures([], 0.0), "must be a mapping"),  # type: ignore[arg-type]
         (lambda: rolling_figures({"run_id": "r", "counts": {"done": "2"}, "waves": 1}, 0.0), "counts.done"),
+        (lambda: rolling_figures({"run_id": "r", "counts": {}, "waves": 1, "nodes": ["n3"]}, 0.0), "nodes: every"),
         (lambda: custom_figures([{"name": "a b", "value": 1}]), r"metrics\[0\]: metric name 'a b'"),
         (lambda: custom_figures([{"name": "x", "value": 1, "color": 2}]), "unknown key color"),
         (lambda: custom_figures([{"name": "x_total", "value": 1, "type": "gauge"}]), "only a counter"),

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from ansible_collections.nodeops.maintenance.plugins.module_utils import rolling_steps
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
-from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import CONFIGMAPS, NODES
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 from ansible_collections.nodeops.maintenance.plugins.modules import rolling_maintenance
 from unit.test_engine_maintenance import NS, node
-from unit.test_rolling_engine import CFG, REQUESTOR, RUN, Api, first_wave, rolling, started
+from unit.test_rolling_engine import CFG, REQUESTOR, RUN, Api, admitted, rolling, started
 
 # ansible-core 2.19's helper; `make compat` (ansible-core 2.16) skips this file
 patch_module_args = pytest.importorskip(
@@ -76,111 +76,24 @@ def test_check_mode_start_of_a_started_run_would_not_change(api: Api, capsys: py
     assert run_module(capsys, False, step="start", node_names=["n0", "n1"])["changed"] is False
 
 
-# ============================================================================== next_wave
-def test_check_mode_next_wave_would_change_while_nodes_are_pending(
+# ============================================================================== admit
+def test_check_mode_admit_past_the_fail_budget_aborts_without_a_change(
     api: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    started(api, "n0")
-    api.set_phase("n0", lc.PHASE_READY)
-    result = checked(api, capsys, step="next_wave")
-    assert result["changed"] is True
-    assert (result["wave"], result["nodes"], result["done"], result["abort"]) == (None, [], False, False)
-    assert run_module(capsys, False, step="next_wave")["changed"] is True
-
-
-def test_check_mode_next_wave_with_nothing_pending_would_not_change(
-    api: Api, capsys: pytest.CaptureFixture[str]
-) -> None:
-    first_wave(api, "n0")
-    result = checked(api, capsys, step="next_wave")
-    assert (result["changed"], result["done"], result["abort"]) == (False, True, False)
-    assert run_module(capsys, False, step="next_wave")["changed"] is False
-
-
-def test_check_mode_next_wave_past_the_fail_budget_aborts_without_a_change(
-    api: Api, capsys: pytest.CaptureFixture[str]
-) -> None:
-    first_wave(api, "n0", "n1")
-    rolling(api).finish(["n0"], {"n1": "boom"})
-    started(api, "n2")
-    result = checked(api, capsys, step="next_wave")
-    assert (result["changed"], result["done"], result["abort"]) == (False, False, True)
-    assert run_module(capsys, False, step="next_wave")["changed"] is False
-
-
-# ============================================================================== finish
-def test_check_mode_finish_of_a_wave_would_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
-    first_wave(api, "n0", "n1")
-    result = checked(api, capsys, step="finish", succeeded=["n0"], failed={"n1": "boom"})
-    assert result["changed"] is True
-    assert result["maintained"] == ["n0"] and result["failures"] == {"n1": "boom"} and result["released"] == []
-    assert result["abort"] is True  # 1 of 2 failed, max_fail_percentage 0
-    assert result["counts"]["done"] == 1 and result["failed_nodes"] == ["n1"] and result["complete"] is True
-    real = run_module(capsys, False, step="finish", succeeded=["n0"], failed={"n1": "boom"})
-    assert real["changed"] is True
-    assert (real["maintained"], real["failures"], real["abort"]) == (["n0"], {"n1": "boom"}, True)
-
-
-def test_check_mode_finish_of_a_wave_that_reported_nothing_would_still_change(
-    api: Api, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A node of the wave that reported no outcome has failed: the finish records that."""
-    first_wave(api, "n0")
-    result = checked(api, capsys, step="finish")
-    assert result["changed"] is True and list(result["failures"]) == ["n0"]
-
-
-def test_check_mode_finish_without_a_wave_would_not_change(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
-    started(api, "n0")
-    result = checked(api, capsys, step="finish")
-    assert result["changed"] is False
-    assert (result["maintained"], result["failures"], result["released"]) == ([], {}, [])
-    writes = api.write_count
-    real = run_module(capsys, False, step="finish")
-    assert real["changed"] is False and api.write_count == writes
-
-
-def test_finish_of_a_run_without_a_record_writes_none(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
-    assert checked(api, capsys, step="finish")["changed"] is False
-    assert run_module(capsys, False, step="finish")["changed"] is False
-    assert api.write_count == 0 and api.obj(CONFIGMAPS, "nodeops-rolling-" + RUN, CFG) is None
-
-
-def test_check_mode_finish_refuses_nodes_outside_the_wave(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
-    started(api, "n0")
-    writes = api.write_count
-    result = run_module(capsys, True, fails=True, step="finish", succeeded=["n0"])
-    assert "not in the current wave: n0" in result["msg"]
-    assert api.write_count == writes
-
-
-def test_check_mode_finish_then_next_wave_reports_both(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
-    started(api, "n0", "n1")
-    api.set_phase("n0", lc.PHASE_READY)
-    assert rolling(api).next_wave()["nodes"] == ["n0"]
-    result = checked(api, capsys, step="finish", succeeded=["n0"], then_next_wave=True)
-    assert result["changed"] is True
-    assert result["finished"] == {"maintained": ["n0"], "failures": {}, "released": [], "abort": False}
-    assert (result["wave"], result["nodes"], result["done"], result["abort"]) == (None, [], False, False)
-    assert result["counts"]["done"] == 1 and result["counts"]["pending"] == 1
-
-
-def test_check_mode_then_next_wave_without_a_wave_or_pending_nodes_would_not_change(
-    api: Api, capsys: pytest.CaptureFixture[str]
-) -> None:
-    first_wave(api, "n0")
-    rolling(api).finish(["n0"], {})
-    result = checked(api, capsys, step="finish", then_next_wave=True)
-    assert result["changed"] is False and result["done"] is True
-    assert result["finished"] == {"maintained": [], "failures": {}, "released": [], "abort": False}
-    writes = api.write_count
-    real = run_module(capsys, False, step="finish", then_next_wave=True)
-    assert real["changed"] is False and real["done"] is True and api.write_count == writes
+    rolling(api).start(["n0", "n1", "n2"], "release", False, defer_requests=True)
+    api.auto_ready = True
+    rolling(api).admit("n0")
+    rolling(api).release("n0", "boom")
+    result = checked(api, capsys, step="admit", node="n1")
+    assert (result["changed"], result["admitted"], result["abort"]) == (False, False, True)
+    real = run_module(capsys, False, step="admit", node="n1")
+    assert (real["changed"], real["admitted"], real["abort"]) == (False, False, True)
+    assert api.request("n1") is None
 
 
 # ============================================================================== summary
 def test_check_mode_summary_reads_only(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
-    first_wave(api, "n0")
+    admitted(api, "n0")
     result = checked(api, capsys, step="summary")
     assert result["changed"] is False and [r["node"] for r in result["nodes"]] == ["n0"]
 
@@ -217,12 +130,12 @@ def clocked(api: Api, monkeypatch: pytest.MonkeyPatch) -> Api:
         ({"gate_timeout": 0}, "gate_timeout must be more than 0"),
     ],
 )
-@pytest.mark.parametrize("step", ["start", "next_wave"])
+@pytest.mark.parametrize("step", ["start", "admit", "window"])
 def test_bad_window_or_gate_settings_fail_and_change_nothing(
     api: Api, capsys: pytest.CaptureFixture[str], params: dict[str, Any], says: str, step: str
 ) -> None:
     before, writes = copy.deepcopy(api.objects), api.write_count
-    result = run_module(capsys, False, fails=True, step=step, node_names=["n0"], **params)
+    result = run_module(capsys, False, fails=True, step=step, node_names=["n0"], node="n0", **params)
     assert says in result["msg"]
     assert api.write_count == writes and api.objects == before
 
@@ -248,36 +161,29 @@ def test_the_window_step_reads_nothing(clocked: Api, capsys: pytest.CaptureFixtu
     assert api.lists == 0
 
 
-def test_check_mode_next_wave_outside_the_window_or_blocked_would_not_change(
+def test_check_mode_admit_outside_the_window_or_blocked_would_not_change(
     clocked: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:
     api = clocked
-    started(api, "n0")
-    closed = checked(api, capsys, step="next_wave", window=CLOSED)
+    rolling(api).start(["n0"], "release", False, defer_requests=True)
+    closed = checked(api, capsys, step="admit", node="n0", window=CLOSED)
     assert closed["changed"] is False and closed["window"]["open"] is False
-    blocked = checked(api, capsys, step="next_wave", gates={"check_failure": "ceph is HEALTH_WARN"})
+    blocked = checked(api, capsys, step="admit", node="n0", gates={"check_failure": "ceph is HEALTH_WARN"})
     assert blocked["changed"] is False and blocked["blocked"][0]["gate"] == "tasks"
-    assert checked(api, capsys, step="next_wave", window=OPEN)["changed"] is True
+    assert checked(api, capsys, step="admit", node="n0", window=OPEN)["changed"] is True
 
 
 # ============================================================================== progress
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"step": "next_wave", "progress_after": -1}, "progress_after must be 0 (wait to the end) or more (got -1)"),
-        ({"step": "finish", "resume": {"phase": "wave", "since": 1.0}}, "goes with step=next_wave, not step=finish"),
+        ({"step": "admit", "progress_after": -1}, "progress_after must be 0 (wait to the end) or more (got -1)"),
+        ({"step": "release", "resume": {"phase": "admit", "since": 1.0}}, "goes with step=admit, not step=release"),
+        ({"step": "admit", "resume": {"phase": "back", "since": 1.0}}, "goes with step=release, not step=admit"),
+        ({"step": "admit", "resume": {"phase": "interrupted", "since": 1.0}}, "goes with step=start, not step=admit"),
         (
-            {"step": "next_wave", "resume": {"phase": "ready", "since": 1.0}},
-            "goes with step=finish, not step=next_wave",
-        ),
-        (
-            {"step": "next_wave", "resume": {"phase": "interrupted", "since": 1.0}},
-            "goes with step=start, not step=next_wave",
-        ),
-        (
-            {"step": "next_wave", "resume": {"phase": "later", "since": 1.0}},
-            "value of phase must be one of: gate, wave, ready, interrupted, admit_gate, admit, back, got: later found "
-            "in resume",
+            {"step": "admit", "resume": {"phase": "later", "since": 1.0}},
+            "value of phase must be one of: interrupted, admit_gate, admit, back, got: later found in resume",
         ),
     ],
 )
@@ -286,26 +192,29 @@ def test_bad_progress_settings_fail_and_change_nothing(
 ) -> None:
     started(api, "n0")
     before, writes = copy.deepcopy(api.objects), api.write_count
-    result = run_module(capsys, False, fails=True, **params)
+    result = run_module(capsys, False, fails=True, node="n0", **params)
     assert message in result["msg"]
     assert api.write_count == writes and api.objects == before
 
 
-def test_a_long_wave_wait_hands_back_its_progress_and_the_same_call_with_resume_goes_on(
+def test_a_long_admit_wait_hands_back_its_progress_and_the_same_call_with_resume_goes_on(
     api: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:
     api.tick = 5.0
     started(api, "n0")
     api.set_phase("n0", lc.PHASE_DRAINING)
-    result = run_module(capsys, False, step="next_wave", progress_after=10, wave_timeout=600)
-    assert result["waiting"]["phase"] == "wave" and result["resume"] == {
-        "phase": "wave",
+    result = run_module(capsys, False, step="admit", node="n0", progress_after=10, wave_timeout=600)
+    assert result["waiting"]["phase"] == "admit" and result["resume"] == {
+        "phase": "admit",
         "since": result["waiting"]["since"],
+        "nodes": ["n0"],
     }
-    assert result["changed"] is False and result["nodes"] == []
+    assert result["changed"] is False and result["admitted"] is False
     api.set_phase("n0", lc.PHASE_READY)
-    again = run_module(capsys, False, step="next_wave", progress_after=10, wave_timeout=600, resume=result["resume"])
-    assert again["nodes"] == ["n0"] and "waiting" not in again
+    again = run_module(
+        capsys, False, step="admit", node="n0", progress_after=10, wave_timeout=600, resume=result["resume"]
+    )
+    assert again["admitted"] is True and "waiting" not in again
 
 
 # ============================================================================== the steps of one node
@@ -329,3 +238,19 @@ def test_a_step_of_one_node_without_a_node_or_not_in_the_run_fails(
     rolling(api).start(["n0"], "release", False, defer_requests=True)
     assert "give node" in run_module(capsys, False, fails=True, step="admit")["msg"]
     assert "n2 is not a node of run" in run_module(capsys, True, fails=True, step="release", node="n2")["msg"]
+
+
+def test_a_stop_records_its_reason_once_and_check_mode_writes_nothing(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rolling(api).start(["n0", "n1"], "release", False, defer_requests=True)
+    would = checked(api, capsys, step="stop", stop_reason="the webhook is down")
+    assert would["changed"] is True and rolling(api).load().stopped is None
+    stopped = run_module(capsys, False, step="stop", stop_reason="the webhook is down")
+    assert stopped["changed"] is True
+    assert stopped["stopped"]["reason"] == "asked" and stopped["stopped"]["message"] == "the webhook is down"
+    again = run_module(capsys, False, step="stop", stop_reason="another reason")  # the first stop stays
+    assert again["changed"] is False and again["stopped"]["message"] == "the webhook is down"
+    assert checked(api, capsys, step="stop", stop_reason="x")["changed"] is False
+    admit = run_module(capsys, False, step="admit", node="n0")  # nothing new is admitted
+    assert admit["admitted"] is False and admit["stopped"]["message"] == "the webhook is down"

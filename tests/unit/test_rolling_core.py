@@ -1,8 +1,8 @@
-"""core/maintenance/rolling.py: the record of a rolling run, the choice of each wave, outcomes, the fail budget,
-the summary."""
+"""core/maintenance/rolling.py: the record of a rolling run, admissions, outcomes, the fail budget, the summary."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from fractions import Fraction
@@ -39,8 +39,11 @@ def roundtrip(run: core.RunRecord) -> core.RunRecord:
 
 
 def in_wave(run: core.RunRecord, *nodes: str, now: float = NOW) -> int:
-    """Put pending ``nodes`` into a new wave (as the engine does after choose_wave)."""
-    return core.start_wave(run, nodes, now)
+    """Admit pending ``nodes`` together in a new admission batch (``core.admit``: the first opens it, the others
+    join it); its number."""
+    batches = {core.admit(run, node, now, gather=-1.0 if i == 0 else float("inf")) for i, node in enumerate(nodes)}
+    assert len(batches) == 1 and None not in batches, batches
+    return batches.pop()  # type: ignore[return-value]
 
 
 # ============================================================================== the record (storage)
@@ -96,7 +99,7 @@ def test_a_record_of_2000_nodes_takes_less_than_a_quarter_of_a_configmap() -> No
         start = NOW + 3600 * 10 + index  # ten hours into the run: eight-digit offsets
         record.admitted, record.ready, record.began, record.ended = start, start + 9.5, start + 11, start + 900
         record.finished, record.back = start + 901, start + 960
-        core.start_wave(run, [name], start + 10)
+        core.admit(run, name, start + 10, gather=0)
         core.mark_done(run, name, start + 960)
     data = run.to_data()
     assert core.record_size(data) < core.RECORD_LIMIT // 4  # about 125 bytes a node (400 in the first form)
@@ -453,209 +456,10 @@ def test_observe_leaves_nodes_that_are_not_pending_alone() -> None:
     run = new_run("n0")
     in_wave(run, "n0")
     core.observe(run, {"n0": lc.PHASE_READY}, NOW + 1)
-    assert run.nodes["n0"].admitted is None and run.nodes["n0"].ready is None
-
-
-# ============================================================================== choose_wave
-def observed(run: core.RunRecord, phases: dict[str, str | None], now: float, gather: float) -> core.WaveDecision:
-    core.observe(run, phases, now)
-    return core.choose_wave(run, phases, now, gather)
-
-
-def test_all_drained_is_a_wave_at_once() -> None:
-    run = new_run("n0", "n1")
-    decision = observed(run, {"n0": lc.PHASE_READY, "n1": lc.PHASE_REQUESTOR_FAILED}, NOW, 30)
-    assert decision == core.WaveDecision("take", ["n0", "n1"], [], [])
-
-
-def test_a_wave_waits_for_nodes_on_their_way_until_gather_seconds_passed() -> None:
-    run = new_run("a", "b", "c")
-    phases: dict[str, str | None] = {"a": lc.PHASE_READY, "b": lc.PHASE_DRAINING, "c": lc.PHASE_PENDING}
-    assert observed(run, phases, NOW, 30) == core.WaveDecision("wait", [], ["b"], ["c"])
-    assert observed(run, phases, NOW + 29.9, 30).action == "wait"
-    decision = observed(run, phases, NOW + 30, 30)
-    assert decision == core.WaveDecision("take", ["a"], ["b"], ["c"])
-
-
-def test_a_wave_is_taken_as_soon_as_the_last_one_on_its_way_is_drained() -> None:
-    run = new_run("a", "b")
-    assert observed(run, {"a": lc.PHASE_READY, "b": lc.PHASE_WAIT}, NOW, 30).action == "wait"
-    decision = observed(run, {"a": lc.PHASE_READY, "b": lc.PHASE_READY}, NOW + 5, 30)
-    assert decision.action == "take" and decision.nodes == ["a", "b"]
-
-
-def test_the_gather_time_counts_from_the_first_node_that_became_ready() -> None:
-    run = new_run("a", "b", "c")
-    observed(run, {"a": lc.PHASE_READY, "b": lc.PHASE_CORDON, "c": lc.PHASE_CORDON}, NOW, 30)
-    observed(run, {"a": lc.PHASE_READY, "b": lc.PHASE_READY, "c": lc.PHASE_CORDON}, NOW + 20, 30)
-    decision = observed(run, {"a": lc.PHASE_READY, "b": lc.PHASE_READY, "c": lc.PHASE_CORDON}, NOW + 30, 30)
-    assert decision.action == "take" and decision.nodes == ["a", "b"] and decision.busy == ["c"]
-
-
-def test_nodes_not_admitted_yet_do_not_hold_a_wave_back() -> None:
-    run = new_run("a", "b", "c")
-    decision = observed(run, {"a": lc.PHASE_READY, "b": lc.PHASE_PENDING, "c": None}, NOW, 3600)
-    assert decision == core.WaveDecision("take", ["a"], [], ["b", "c"])
-
-
-def test_nothing_ready_is_a_wait_whatever_the_time() -> None:
-    run = new_run("a", "b")
-    decision = observed(run, {"a": lc.PHASE_DRAINING, "b": ""}, NOW + 10_000, 0)
-    assert decision == core.WaveDecision("wait", [], ["a"], ["b"])
-
-
-def test_only_pending_nodes_join_a_wave() -> None:
-    run = new_run("a", "b", "c", "d")
-    in_wave(run, "b")
-    core.mark_done(run, "b", NOW)
-    in_wave(run, "c")
-    core.plan_start(run, ["a", "b", "c", "d"], NOW)  # c: interrupted
-    in_wave(run, "d")  # d: maintaining
-    phases = dict.fromkeys("abcd", lc.PHASE_READY)
-    decision = observed(run, phases, NOW, 30)
-    assert decision.action == "take" and decision.nodes == ["a"]
-
-
-def test_no_pending_node_is_done() -> None:
-    run = new_run("a")
-    in_wave(run, "a")
-    assert core.choose_wave(run, {"a": lc.PHASE_READY}, NOW, 30) == core.WaveDecision("done")
-    assert core.choose_wave(core.RunRecord(RUN, REQUESTOR), {}, NOW, 30).action == "done"
-
-
-def test_a_node_ready_without_an_observed_time_counts_as_ready_now() -> None:
-    run = new_run("a", "b")
-    decision = core.choose_wave(run, {"a": lc.PHASE_READY, "b": lc.PHASE_DRAINING}, NOW, 30)
-    assert decision.action == "wait"
-    assert core.choose_wave(run, {"a": lc.PHASE_READY, "b": lc.PHASE_DRAINING}, NOW, 0).action == "take"
-
-
-@FAST
-@given(
-    st.dictionaries(node_names, st.sampled_from(ALL_PHASES), min_size=1, max_size=8),
-    st.dictionaries(node_names, st.sampled_from(core.STATES), max_size=8),
-    st.dictionaries(node_names, st.floats(min_value=0, max_value=100), max_size=8),
-    st.floats(min_value=0, max_value=100),
-    st.floats(min_value=0, max_value=60),
-)
-def test_property_choose_wave_takes_only_drained_pending_nodes_and_waits_for_busy_ones(
-    phases: dict[str, str | None],
-    states: dict[str, str],
-    ready_at: dict[str, float],
-    elapsed: float,
-    gather: float,
-) -> None:
-    run = core.RunRecord(RUN, REQUESTOR, NOW)
-    for name in phases:
-        record = core.NodeRecord(name, state=states.get(name, core.PENDING))
-        if phases[name] in DRAINED and name in ready_at:
-            record.ready = NOW + ready_at[name]
-        run.nodes[name] = record
-    now = NOW + 100 + elapsed
-    decision = core.choose_wave(run, phases, now, gather)
-
-    pending = [n for n in sorted(phases) if run.nodes[n].state == core.PENDING]
-    drained = [n for n in pending if phases[n] in DRAINED]
-    busy = [n for n in pending if phases[n] in lc.ACTIVE_PHASES]
-    if not pending:
-        assert decision.action == "done" and decision.nodes == []
-        return
-    assert decision.busy == busy
-    assert decision.queued == [n for n in pending if n not in drained and n not in busy]
-    first = min((run.nodes[n].ready or now for n in drained), default=now)
-    if drained and (not busy or now - first >= gather):
-        assert decision.action == "take"
-        assert decision.nodes == drained
-    else:
-        assert decision.action == "wait" and decision.nodes == []
-    for name in decision.nodes:
-        assert run.nodes[name].state == core.PENDING
-        assert phases[name] in (lc.PHASE_READY, lc.PHASE_REQUESTOR_FAILED)
-
-
-def test_a_node_queued_again_is_timed_afresh() -> None:
-    run = new_run("a", "b")
-    observed(run, {"a": lc.PHASE_READY, "b": lc.PHASE_READY}, NOW, 30)
-    in_wave(run, "a", "b", now=NOW)
-    core.mark_failed(run, "a", "boom", NOW + 10)
-    core.mark_done(run, "b", NOW + 10)
-    core.plan_start(run, ["a", "b", "c"], NOW + 1000, retry_failed=True)  # a queued again, c new
-    # a's new request is drained at NOW+1100 while c is still draining: this wave should wait for c
-    decision = observed(run, {"a": lc.PHASE_READY, "c": lc.PHASE_DRAINING}, NOW + 1100, 30)
-    assert run.nodes["a"].ready == NOW + 1100
-    assert decision.action == "wait"
-
-
-# ============================================================================== start_wave
-def test_start_wave_hands_the_nodes_out_in_a_new_numbered_wave() -> None:
-    run = new_run("a", "b", "c")
-    assert core.start_wave(run, ["a", "b"], NOW + 5) == 1
-    assert [(run.nodes[n].state, run.nodes[n].wave, run.nodes[n].started) for n in "ab"] == [
-        (core.MAINTAINING, 1, NOW + 5),
-        (core.MAINTAINING, 1, NOW + 5),
-    ]
-    assert run.nodes["c"].state == core.PENDING
-    assert core.start_wave(roundtrip(run), ["c"], NOW + 6) == 2
-
-
-@pytest.mark.parametrize("state", [core.MAINTAINING, core.DONE, core.FAILED, core.INTERRUPTED])
-def test_start_wave_refuses_a_node_that_is_not_pending(state: str) -> None:
-    run = new_run("a")
-    run.nodes["a"].state = state
-    with pytest.raises(core.RollingError, match=f"a is {state}, not pending"):
-        core.start_wave(run, ["a"], NOW)
-    assert run.nodes["a"].state == state
-
-
-def test_a_node_cannot_join_two_waves() -> None:
-    run = new_run("a")
-    core.start_wave(run, ["a"], NOW)
-    with pytest.raises(core.RollingError):
-        core.start_wave(run, ["a"], NOW + 1)
-    assert run.nodes["a"].wave == 1 and run.nodes["a"].started == NOW
-
-
-def test_a_refused_wave_changes_nothing() -> None:
-    run = new_run("a", "b")
-    core.mark_done(run, "b", NOW)
-    with pytest.raises(core.RollingError):
-        core.start_wave(run, ["a", "b"], NOW)
-    assert run.nodes["a"].state == core.PENDING and run.nodes["a"].wave is None
+    assert run.nodes["n0"].admitted == NOW and run.nodes["n0"].ready == NOW  # as its admission noted them
 
 
 # ============================================================================== outcomes
-def test_sort_outcomes_matches_reports_to_the_wave() -> None:
-    run = new_run("a", "b", "c", "d", "e")
-    in_wave(run, "a", "b", "c", "d", now=NOW)
-    outcomes = core.sort_outcomes(run, ["a", "b"], {"b": "disk full", "c": ""}, NOW + 60)
-    assert outcomes.succeeded == ["a"]
-    assert outcomes.failed == {
-        "b": "disk full",  # reported both ways: failed
-        "c": "the maintenance failed",
-        "d": "no result from its maintenance tasks (host unreachable, or its tasks stopped)",
-    }
-    assert list(outcomes.failed) == ["b", "c", "d"]
-    assert {n: run.nodes[n].finished for n in "abcde"} == {
-        "a": NOW + 60,
-        "b": NOW + 60,
-        "c": NOW + 60,
-        "d": NOW + 60,
-        "e": None,
-    }
-    # the states are left to mark_done/mark_failed, after the engine saw the nodes back
-    assert run.in_state(core.MAINTAINING) == ["a", "b", "c", "d"]
-
-
-@pytest.mark.parametrize(("succeeded", "failed"), [(["e"], {}), ([], {"e": "x"}), (["zz"], {})])
-def test_a_report_for_a_node_outside_the_wave_is_refused(succeeded: list[str], failed: dict[str, str]) -> None:
-    run = new_run("a", "e")
-    in_wave(run, "a")
-    before = roundtrip(run)
-    with pytest.raises(core.RollingError, match="not in the current wave"):
-        core.sort_outcomes(run, succeeded, failed, NOW)
-    assert run == before
-
-
 def test_mark_done_records_the_return_and_clears_the_message() -> None:
     run = new_run("a", "b")
     in_wave(run, "a", "b")
@@ -670,7 +474,7 @@ def test_mark_done_records_the_return_and_clears_the_message() -> None:
 def test_mark_failed_keeps_the_time_the_tasks_reported() -> None:
     run = new_run("a", "b")
     in_wave(run, "a", "b")
-    core.sort_outcomes(run, ["a"], {"b": "x"}, NOW + 5)
+    core.node_outcome(run, "a", None, NOW + 5)
     core.mark_failed(run, "a", "not Ready", NOW + 600)
     core.mark_failed(run, "b", "x", NOW + 600)
     assert (run.nodes["a"].state, run.nodes["a"].finished, run.nodes["a"].message) == (
@@ -695,19 +499,19 @@ def test_mark_released_only_notes_the_return_of_an_interrupted_node() -> None:
 OPS = st.one_of(
     st.tuples(st.just("phase"), st.integers(0, 4), st.sampled_from(ALL_PHASES)),
     st.tuples(st.just("tick"), st.floats(min_value=0, max_value=40)),
-    st.tuples(st.just("wave"), st.floats(min_value=0, max_value=60)),
-    st.tuples(st.just("finish"), st.sets(st.integers(0, 4)), st.sets(st.integers(0, 4)), st.booleans()),
+    st.tuples(st.just("admit"), st.integers(0, 4), st.floats(min_value=0, max_value=60)),
+    st.tuples(st.just("outcome"), st.integers(0, 4), st.booleans(), st.booleans()),
     st.tuples(st.just("restart"), st.sets(st.integers(0, 4)), st.sampled_from(["release", "fail"])),
-    st.tuples(st.just("force"), st.sets(st.integers(0, 4))),
     st.tuples(st.just("reload")),
 )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sets(st.integers(0, 4), min_size=1), st.lists(OPS, max_size=25))
-def test_property_a_node_is_handed_to_a_wave_at_most_once(first: set[int], ops: list[tuple[Any, ...]]) -> None:
-    """Any sequence of starts/restarts (policies release and fail, no retry), observations, waves, outcomes
-    (complete or cut short by a crash), reloads from the stored form, and direct start_wave attempts."""
+def test_property_a_node_is_admitted_at_most_once(first: set[int], ops: list[tuple[Any, ...]]) -> None:
+    """Any sequence of starts/restarts (policies release and fail, no retry), observations, admissions (of any node,
+    in any state), outcomes (complete, or cut short by a crash before the node is back) and reloads from the stored
+    form."""
     names = [f"n{i}" for i in range(5)]
     run = core.RunRecord(RUN, REQUESTOR)
     now = NOW
@@ -715,45 +519,33 @@ def test_property_a_node_is_handed_to_a_wave_at_most_once(first: set[int], ops: 
     core.plan_start(run, [names[i] for i in sorted(first)], now)
     handed: dict[str, int] = {}
 
-    def hand(nodes: list[str]) -> None:
-        wave = core.start_wave(run, nodes, now)
-        for node in nodes:
-            handed[node] = handed.get(node, 0) + 1
-            assert run.nodes[node].wave == wave
-
     for op in ops:
         kind = op[0]
         if kind == "phase":
             phases[names[op[1]]] = op[2]
         elif kind == "tick":
             now += op[1]
-        elif kind == "wave":
+        elif kind == "admit" and names[op[1]] in run.nodes:
+            node = names[op[1]]
             core.observe(run, phases, now)
-            decision = core.choose_wave(run, phases, now, op[1])
-            if decision.action == "take":
-                hand(decision.nodes)
-        elif kind == "finish":
-            wave = set(run.in_state(core.MAINTAINING))
-            succeeded = sorted(names[i] for i in op[1] if names[i] in wave)
-            failed = {names[i]: "x" for i in op[2] if names[i] in wave}
-            outcomes = core.sort_outcomes(run, succeeded, failed, now)
-            if op[3]:  # completes; otherwise the run dies before the marks
-                for node, why in outcomes.failed.items():
-                    core.mark_failed(run, node, why, now)
-                for node in outcomes.succeeded:
-                    core.mark_done(run, node, now)
+            batch = core.admit(run, node, now, op[2])
+            if batch is not None:
+                handed[node] = handed.get(node, 0) + 1
+                assert run.nodes[node].wave == batch and run.nodes[node].state == core.MAINTAINING
+        elif kind == "outcome" and names[op[1]] in run.nodes:
+            node = names[op[1]]
+            if run.nodes[node].state != core.MAINTAINING:  # not admitted, or its outcome on record: no change
+                before = run.to_data()
+                with contextlib.suppress(core.RollingError):
+                    assert core.node_outcome(run, node, None, now) is False
+                assert run.to_data() == before
+                continue
+            core.node_outcome(run, node, "x" if op[2] else None, now)
+            if op[3] and run.nodes[node].state == core.MAINTAINING:  # back; otherwise the run dies before
+                core.mark_done(run, node, now)
         elif kind == "restart":
             run = roundtrip(run)
             core.plan_start(run, [names[i] for i in sorted(op[1])], now, op[2])
-        elif kind == "force":
-            nodes = sorted(names[i] for i in op[1] if names[i] in run.nodes)
-            if all(run.nodes[n].state == core.PENDING for n in nodes):
-                hand(nodes)
-            else:
-                saved = run.to_data()
-                with pytest.raises(core.RollingError):
-                    core.start_wave(run, nodes, now)
-                run = core.RunRecord.from_data(saved, RUN, REQUESTOR)  # the engine does not save after an error
         elif kind == "reload":
             run = roundtrip(run)
         assert all(count == 1 for count in handed.values()), handed
@@ -766,8 +558,9 @@ def test_rerun_and_retry_failed_are_the_only_ways_to_hand_a_node_out_again() -> 
     run = new_run("a", "b")
     in_wave(run, "a", "b")
     core.mark_failed(run, "b", "x", NOW)
+    assert core.admit(run, "a", NOW + 1, gather=30) is None and core.admit(run, "b", NOW + 1, gather=30) is None
     core.plan_start(run, ["a", "b"], NOW + 1, "rerun", retry_failed=True)
-    core.start_wave(run, ["a", "b"], NOW + 2)
+    assert in_wave(run, "a", "b", now=NOW + 2) == 1
     assert [(run.nodes[n].state, run.nodes[n].started) for n in "ab"] == [(core.MAINTAINING, NOW + 2)] * 2
 
 
@@ -833,9 +626,9 @@ def finished_run() -> core.RunRecord:
     core.observe(run, {"a": "Scheduled", "b": "Scheduled"}, NOW + 2)
     core.observe(run, {"a": lc.PHASE_READY, "b": lc.PHASE_READY}, NOW + 7.5)
     in_wave(run, "b", "a", now=NOW + 8)
-    core.sort_outcomes(run, ["a"], {"b": "firmware update failed"}, NOW + 68)
+    core.node_outcome(run, "a", None, NOW + 68)
+    core.node_outcome(run, "b", "firmware update failed", NOW + 68)
     core.mark_done(run, "a", NOW + 71.25)
-    core.mark_failed(run, "b", "firmware update failed", NOW + 70)
     core.observe(run, {"c": lc.PHASE_READY}, NOW + 80)
     in_wave(run, "c", now=NOW + 81)
     core.plan_start(run, ["a", "b", "c", "d"], NOW + 90)  # c: interrupted

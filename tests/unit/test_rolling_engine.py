@@ -1,5 +1,5 @@
 """engines/rolling.py (class Rolling) against the in-memory API of test_engine_maintenance: the record in a
-ConfigMap, requests, waves, outcomes, releases and what a later run does after a killed one."""
+ConfigMap, requests, each node's admission and release, and what a later run does after a killed one."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
     FAILED_REASON,
+    NODE_GONE,
     Rolling,
     RunOptions,
 )
@@ -33,7 +34,6 @@ RUN = "chg-1234"
 REQUESTOR = "upgrades.example.com"
 CFG = "cfg"
 RECORD = "nodeops-rolling-chg-1234"
-NO_RESULT = "no result from its maintenance tasks (host unreachable, or its tasks stopped)"
 
 
 class Crash(Exception):
@@ -175,13 +175,15 @@ def started(api: Api, *nodes: str, **options: Any) -> dict[str, Any]:
     return rolling(api, **options).start(list(nodes), "release", False)
 
 
-def first_wave(api: Api, *nodes: str, **options: Any) -> dict[str, Any]:
+def admitted(api: Api, *nodes: str, **options: Any) -> dict[str, dict[str, Any]]:
+    """A run of ``nodes`` started and each of them admitted, its request made Ready as the operator would: every
+    node in its maintenance, in admission batch 1. Each node's admit result."""
     started(api, *nodes, **options)
     for name in nodes:
         api.set_phase(name, lc.PHASE_READY)
-    wave = rolling(api, **options).next_wave()
-    assert wave["nodes"] == sorted(nodes)
-    return wave
+    results = {name: rolling(api, **options).admit(name) for name in nodes}
+    assert all(r["admitted"] and r["wave"] == 1 for r in results.values()), results
+    return results
 
 
 # ============================================================================== start
@@ -261,92 +263,30 @@ def test_a_run_too_large_for_its_record_is_refused_before_anything_is_written(
 def test_a_record_that_outgrows_its_configmap_is_an_error_and_the_last_record_stays(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first_wave(api, "n0", "n1")
+    admitted(api, "n0", "n1")
     before = api.record()
     monkeypatch.setattr(core, "RECORD_LIMIT", core.record_size(api.obj(CONFIGMAPS, RECORD, CFG)["data"]) + 200)
     writes = api.write_count
     with pytest.raises(RequestError, match=f"ConfigMap {CFG}/{RECORD}: the record of the run's 2 nodes needs"):
-        rolling(api).finish([], {"n0": "x" * 250, "n1": "y" * 250})
+        rolling(api).release("n0", "x" * 250)
     assert api.record() == before and api.write_count == writes  # nothing released, nothing written
 
 
-# ============================================================================== next_wave
-def test_next_wave_hands_out_the_drained_nodes_recorded_before_it_returns(api: Api) -> None:
-    started(api, "n0", "n1", "n2")
+# ============================================================================== admit
+def test_admit_records_the_node_in_its_maintenance_before_it_returns(api: Api) -> None:
+    started(api, "n0", "n1")
     api.set_phase("n0", lc.PHASE_READY)
-    api.set_phase("n1", lc.PHASE_READY)
-    wave = rolling(api).next_wave()
-    assert wave["changed"] is True and wave["wave"] == 1 and wave["nodes"] == ["n0", "n1"]
-    assert wave["done"] is False and wave["abort"] is False
-    assert wave["queued"] == ["n2"] and wave["busy"] == []
-    assert wave["counts"]["maintaining"] == 2 and wave["waves"] == 1
+    result = rolling(api).admit("n0")
+    assert result["changed"] is True and result["admitted"] is True and result["wave"] == 1
+    assert result["abort"] is False and result["counts"]["maintaining"] == 1 and result["waves"] == 1
     record = api.record()
-    assert [record[n]["state"] for n in ("n0", "n1", "n2")] == ["maintaining", "maintaining", "pending"]
+    assert (record["n0"]["state"], record["n1"]["state"]) == (core.MAINTAINING, core.PENDING)
     assert record["n0"]["wave"] == 1 and record["n0"]["started"] is not None and record["n0"]["ready"] is not None
     # admitted: when the look that found it began; drained: when that look ended
     assert core.rfc3339.to_epoch(record["n0"]["admitted"]) < core.rfc3339.to_epoch(record["n0"]["ready"])  # type: ignore[operator]
 
 
-def test_next_wave_waits_for_nodes_on_their_way_until_gather_seconds(api: Api) -> None:
-    api.tick = 5.0
-    started(api, "n0", "n1")
-    api.set_phase("n0", lc.PHASE_READY)
-    api.set_phase("n1", lc.PHASE_DRAINING)
-    before = api.now
-    wave = rolling(api, gather=30.0).next_wave()
-    assert wave["nodes"] == ["n0"] and wave["busy"] == ["n1"]
-    assert wave["passes"] > 1
-    record = api.record()
-    ready = core.rfc3339.to_epoch(record["n0"]["ready"])
-    started_at = core.rfc3339.to_epoch(record["n0"]["started"])
-    assert ready is not None and started_at is not None
-    assert started_at - ready >= 30.0 and ready > before
-    assert record["n1"]["state"] == core.PENDING and record["n1"]["admitted"] is not None
-
-
-def test_next_wave_takes_the_late_node_too_when_it_is_drained_within_gather(api: Api) -> None:
-    started(api, "n0", "n1")
-    api.set_phase("n0", lc.PHASE_READY)
-    api.set_phase("n1", lc.PHASE_CORDON)
-    looks = []
-
-    def drain_n1(fake: Api) -> None:
-        looks.append(fake.now)
-        if len(looks) == 3:
-            fake.set_phase("n1", lc.PHASE_READY)
-
-    api.hooks.append(drain_n1)
-    wave = rolling(api, gather=30.0).next_wave()
-    assert wave["nodes"] == ["n0", "n1"] and wave["busy"] == []
-
-
-def test_next_wave_times_out_naming_what_blocks_and_keeps_what_it_saw(api: Api) -> None:
-    api.tick = 5.0
-    started(api, "n0", "n1")
-    api.set_phase("n0", lc.PHASE_DRAINING)
-    with pytest.raises(RequestError) as info:
-        rolling(api, wave_timeout=30.0).next_wave()
-    assert f"No node of run {RUN!r} became ready" in info.value.msg
-    assert f"{NS}/{REQUESTOR}-n0 on n0: Draining" in info.value.msg
-    assert f"{NS}/{REQUESTOR}-n1 on n1: new" in info.value.msg
-    record = api.record()
-    assert record["n0"]["admitted"] is not None and record["n0"]["state"] == core.PENDING
-    assert record["n1"]["admitted"] is None
-
-
-def test_next_wave_requests_again_a_request_that_went_missing(api: Api) -> None:
-    started(api, "n0", "n1")
-    gone = api.request("n1")
-    assert gone is not None
-    del api.objects[(NODE_MAINTENANCES.plural, NS, gone["metadata"]["name"])]
-    api.set_phase("n0", lc.PHASE_READY)
-    wave = rolling(api).next_wave()
-    assert wave["nodes"] == ["n0"] and wave["queued"] == ["n1"]  # a request not admitted does not hold n0 back
-    again = api.request("n1")
-    assert again is not None and again["spec"]["requestorID"] == REQUESTOR
-
-
-def test_next_wave_sees_a_request_this_requestor_joined(api: Api) -> None:
+def test_admit_takes_a_request_this_requestor_joined(api: Api) -> None:
     other = {
         "metadata": {"name": "other-n0", "namespace": NS},
         "spec": {"nodeName": "n0", "requestorID": "other.example.com"},
@@ -355,7 +295,7 @@ def test_next_wave_sees_a_request_this_requestor_joined(api: Api) -> None:
     result = started(api, "n0")
     assert [r["action"] for r in result["requested"]] == ["joined"]
     api.set_phase("n0", lc.PHASE_READY)
-    assert rolling(api).next_wave()["nodes"] == ["n0"]
+    assert rolling(api).admit("n0")["admitted"] is True and not mine(api, "n0")
 
 
 def test_a_drained_request_it_joined_and_its_owner_deleted_is_held_for_the_run(api: Api) -> None:
@@ -372,30 +312,31 @@ def test_a_drained_request_it_joined_and_its_owner_deleted_is_held_for_the_run(a
     joined = api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
     assert lc.NodeMaintenanceView.from_dict(joined).phase == lc.PHASE_READY
     api.delete(NODE_MAINTENANCES, "other-n1", NS)  # its owner is done; the engine holds it for this run
-    wave = rolling(api, engine="builtin", reconcile=reconcile, gather=0.0).next_wave()
-    assert wave["nodes"] == ["n0", "n1"] and not mine(api, "n1"), "held for this run: taken, no request of its own"
-    rolling(api, engine="builtin", reconcile=reconcile).finish(["n0", "n1"], {})
+    result = rolling(api, engine="builtin", reconcile=reconcile).admit("n1")
+    assert result["admitted"] is True and not mine(api, "n1"), "held for this run: taken, no request of its own"
+    assert rolling(api, engine="builtin", reconcile=reconcile).release("n1", None)["released"] == ["n1"]
     assert (NODE_MAINTENANCES.plural, NS, "other-n1") not in api.objects, "left, then released by the engine"
     assert "unschedulable" not in api.objects[(NODES.plural, None, "n1")]["spec"]
 
 
-def test_next_wave_requests_a_node_again_when_a_request_it_joined_is_released(api: Api) -> None:
+def test_admit_requests_a_node_again_when_a_request_it_joined_is_released(api: Api) -> None:
     other = {
         "metadata": {"name": "other-n1", "namespace": NS},
         "spec": {"nodeName": "n1", "requestorID": "other.example.com"},
     }
     api.add(NODE_MAINTENANCES, other)
-    started(api, "n0", "n1")
+    started(api, "n1")
     joined = api.objects[(NODE_MAINTENANCES.plural, NS, "other-n1")]
     joined["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER, "example.com/held"])
-    api.set_phase("n0", lc.PHASE_READY)
-    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
-    assert not mine(api, "n1"), "not drained: the operator releases it; the run waits for it to go"
+    waiting = rolling(api, progress_after=3.0).admit("n1")
+    assert waiting["admitted"] is False
+    assert "n1 whose earlier request is still being deleted" in waiting["waiting"]["message"]
+    assert not mine(api, "n1"), "not drained: the operator releases it; the node waits for it to go"
     joined["metadata"]["finalizers"] = ["example.com/held"]  # released; another finalizer keeps the object
-    rolling(api).finish(["n0"], {})
     ready = [{"type": "Ready", "status": "True", "reason": lc.PHASE_READY}]
     api.hooks.append(lambda a: [o.update(status={"conditions": ready}) for o in mine(a, "n1")])
-    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"] and mine(api, "n1"), "requested again once released"
+    again = rolling(api, progress_after=3.0).admit("n1", resume=waiting["resume"])
+    assert again["admitted"] is True and mine(api, "n1"), "requested again once released"
 
 
 def mine(api: Api, node_name: str) -> list[dict[str, Any]]:
@@ -403,7 +344,7 @@ def mine(api: Api, node_name: str) -> list[dict[str, Any]]:
     return [o for o in api.requests() if o["spec"]["nodeName"] == node_name and o["spec"]["requestorID"] == REQUESTOR]
 
 
-def test_next_wave_ignores_requests_of_other_requestors_and_nodes(api: Api) -> None:
+def test_admit_ignores_requests_of_other_requestors(api: Api) -> None:
     started(api, "n0")
     api.add(
         NODE_MAINTENANCES, {"metadata": {"name": "x", "namespace": NS}, "spec": {"nodeName": "n0", "requestorID": "x"}}
@@ -412,165 +353,87 @@ def test_next_wave_ignores_requests_of_other_requestors_and_nodes(api: Api) -> N
     for obj in api.requests():  # the other requestor's request on n0 is Ready: not ours
         if obj["metadata"]["name"] == "x":
             obj["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
-    with pytest.raises(RequestError):
-        rolling(api, wave_timeout=10.0).next_wave()
+    with pytest.raises(RequestError, match="did not become ready for its maintenance"):
+        rolling(api, wave_timeout=10.0).admit("n0")
+    assert api.record()["n0"]["state"] == core.PENDING
 
 
-def test_next_wave_is_done_when_no_node_is_pending(api: Api) -> None:
-    first_wave(api, "n0")
-    result = rolling(api).next_wave()
-    assert result["done"] is True and result["wave"] is None and result["nodes"] == [] and result["changed"] is False
-    assert result["complete"] is False  # n0 is still in its maintenance
-
-
-def test_next_wave_aborts_once_more_than_max_fail_percentage_failed(api: Api) -> None:
-    first_wave(api, "n0", "n1")
-    rolling(api).finish(["n0"], {"n1": "boom"})
-    started(api, "n2")
-    api.set_phase("n2", lc.PHASE_READY)
-    result = rolling(api, max_fail_percentage=33).next_wave()  # 1 of 3 failed: 33.3% > 33
-    assert result["abort"] is True and result["nodes"] == [] and result["done"] is False
-    assert api.record()["n2"]["state"] == core.PENDING
-    assert rolling(api, max_fail_percentage=34).next_wave()["nodes"] == ["n2"]
-
-
-# ============================================================================== finish
-def test_finish_releases_the_good_and_leaves_the_failed_cordoned(api: Api) -> None:
-    first_wave(api, "n0", "n1", "n2")
-    result = rolling(api).finish(["n0"], {"n1": "firmware update failed"})
-    assert result["changed"] is True
-    assert result["maintained"] == ["n0"] and result["released"] == ["n0"]
-    assert result["failures"] == {"n1": "firmware update failed", "n2": NO_RESULT}
+# ============================================================================== release
+def test_release_leaves_a_failed_node_cordoned_and_releases_a_maintained_one(api: Api) -> None:
+    admitted(api, "n0", "n1")
+    result = rolling(api).release("n1", "firmware update failed")
+    assert result["changed"] is True and result["state"] == core.FAILED and result["released"] == []
+    assert result["failure"] == "firmware update failed"
     assert result["abort"] is True  # max_fail_percentage 0
-    assert result["need_a_look"] == result["failed_nodes"] == ["n1", "n2"] and result["interrupted_nodes"] == []
-    assert result["complete"] is True
-    assert api.request("n0") is None
-    for name, why in (("n1", "firmware update failed"), ("n2", NO_RESULT)):
-        obj = api.request(name)
-        assert obj is not None and obj["metadata"]["annotations"][lc.GC_IGNORE_ANNOTATION] == "true"
-        cond = api.condition(name, lc.CONDITION_REQUESTOR_FAILED)
-        assert cond is not None
-        assert (cond["status"], cond["reason"], cond["message"]) == ("True", FAILED_REASON, why)
-        assert cond["lastTransitionTime"].endswith("Z")
+    assert result["need_a_look"] == result["failed_nodes"] == ["n1"] and result["interrupted_nodes"] == []
+    obj = api.request("n1")
+    assert obj is not None and obj["metadata"]["annotations"][lc.GC_IGNORE_ANNOTATION] == "true"
+    cond = api.condition("n1", lc.CONDITION_REQUESTOR_FAILED)
+    assert cond is not None
+    assert (cond["status"], cond["reason"], cond["message"]) == ("True", FAILED_REASON, "firmware update failed")
+    assert cond["lastTransitionTime"].endswith("Z")
     record = api.record()
-    assert record["n0"]["state"] == core.DONE and record["n0"]["back"] is not None
     assert record["n1"]["state"] == core.FAILED and record["n1"]["message"] == "firmware update failed"
     assert record["n1"]["back"] is None and record["n1"]["finished"] is not None
+    done = rolling(api).release("n0", None)
+    assert done["state"] == core.DONE and done["released"] == ["n0"] and done["complete"] is True
+    assert api.request("n0") is None and api.record()["n0"]["back"] is not None
 
 
-def test_finish_records_the_failures_before_it_releases_anything(api: Api) -> None:
-    first_wave(api, "n0", "n1")
-    records: list[dict[str, Any]] = []
-
-    original = api.delete
-
-    def spy(res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
-        records.append(api.record())
-        return original(res, name, namespace, **kw)
-
-    api.delete = spy  # type: ignore[method-assign]
-    rolling(api).finish(["n0"], {"n1": "boom"})
-    assert records and records[0]["n1"]["state"] == core.FAILED and records[0]["n0"]["finished"] is not None
-
-
-def test_finish_fails_a_node_that_is_not_ready_in_kubernetes_in_time(api: Api) -> None:
-    first_wave(api, "n0", "n1")
+def test_release_fails_a_node_that_is_not_ready_in_kubernetes_in_time(api: Api) -> None:
+    admitted(api, "n0", "n1")
     api.set_node_ready("n0", False)
-    result = rolling(api, node_ready_timeout=10.0).finish(["n0", "n1"], {})
-    assert result["maintained"] == ["n1"]
-    assert result["failures"] == {"n0": "not Ready in Kubernetes 10s after its maintenance"}
-    assert api.request("n0") is not None and api.request("n1") is None
+    result = rolling(api, node_ready_timeout=10.0).release("n0", None)
+    assert result["state"] == core.FAILED and result["released"] == []
+    assert result["failure"] == "not Ready in Kubernetes 10s after its maintenance"
+    assert api.request("n0") is not None
     cond = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
     assert cond is not None and cond["status"] == "True"
     assert api.record()["n0"]["state"] == core.FAILED
+    assert rolling(api).release("n1", None)["released"] == ["n1"] and api.request("n1") is None
 
 
-def test_finish_waits_for_a_node_that_comes_back_in_time(api: Api) -> None:
-    first_wave(api, "n0")
+def test_release_waits_for_a_node_that_comes_back_in_time(api: Api) -> None:
+    admitted(api, "n0")
     api.set_node_ready("n0", False)
     seen: list[int] = []
     original = api.get
 
     def get_node(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        if res is NODES:  # a look at the node (a GET for a few nodes)
+        if res is NODES:  # a look at the node
             seen.append(1)
             if len(seen) == 4:
                 api.set_node_ready("n0", True)
         return original(res, name, namespace)
 
     api.get = get_node  # type: ignore[method-assign]
-    result = rolling(api, node_ready_timeout=60.0).finish(["n0"], {})
-    assert result["maintained"] == ["n0"] and result["failures"] == {} and len(seen) >= 4
+    result = rolling(api, node_ready_timeout=60.0).release("n0", None)
+    assert result["state"] == core.DONE and result["released"] == ["n0"] and len(seen) >= 4
     assert api.record()["n0"]["state"] == core.DONE
 
 
-def test_finish_fails_a_node_whose_node_object_is_gone(api: Api) -> None:
-    first_wave(api, "n0")
+def test_release_fails_a_node_whose_node_object_is_gone(api: Api) -> None:
+    admitted(api, "n0")
     del api.objects[(NODES.plural, None, "n0")]
-    result = rolling(api, node_ready_timeout=5.0).finish(["n0"], {})
-    assert result["failures"] == {"n0": "the Node object is gone"}
+    result = rolling(api, node_ready_timeout=5.0).release("n0", None)
+    assert result["state"] == core.FAILED and result["failure"] == "the Node object is gone"
 
 
-def test_finish_with_release_failed_releases_the_failed_nodes_too(api: Api) -> None:
-    first_wave(api, "n0", "n1")
-    result = rolling(api, release_failed=True).finish(["n0"], {"n1": "boom"})
-    assert result["released"] == ["n0", "n1"]
-    assert api.requests() == []
+def test_release_with_release_failed_releases_a_failed_node_too(api: Api) -> None:
+    admitted(api, "n0", "n1")
+    result = rolling(api, release_failed=True, max_fail_percentage=50).release("n1", "boom")
+    assert result["released"] == ["n1"] and api.request("n1") is None
+    assert result["abort"] is False and result["failed_percentage"] == 50.0  # within the fail budget
     record = api.record()
-    assert record["n0"]["state"] == core.DONE
     assert record["n1"]["state"] == core.FAILED and record["n1"]["back"] is not None
     assert record["n1"]["message"] == "boom"
-
-
-def test_finish_refuses_nodes_outside_the_wave_and_changes_nothing(api: Api) -> None:
-    started(api, "n0", "n1")
-    api.set_phase("n0", lc.PHASE_READY)
-    assert rolling(api).next_wave()["nodes"] == ["n0"]
-    before = api.obj(CONFIGMAPS, RECORD, CFG)
-    with pytest.raises(RequestError, match="not in the current wave: n1; report only the nodes of the current wave"):
-        rolling(api).finish(["n0", "n1"], {})
-    assert api.obj(CONFIGMAPS, RECORD, CFG) == before
-
-
-def test_finish_without_a_wave_changes_and_writes_nothing(api: Api) -> None:
-    started(api, "n0")
-    writes = api.write_count
-    result = rolling(api).finish([], {})
-    assert result["changed"] is False and api.write_count == writes
-    assert (result["maintained"], result["failures"], result["released"], result["abort"]) == ([], {}, [], False)
-    assert result["counts"]["pending"] == 1
-    assert rolling(api, run_id="other").finish([], {})["changed"] is False  # no record: none is created
-    assert api.write_count == writes
-
-
-def test_finish_within_the_fail_budget_does_not_abort(api: Api) -> None:
-    first_wave(api, "n0", "n1", "n2", "n3")
-    result = rolling(api, max_fail_percentage=25).finish(["n0", "n1", "n2"], {"n3": "x"})
-    assert result["abort"] is False and result["failed_percentage"] == 25.0
-
-
-def test_finish_deletes_the_released_requests_in_parallel_with_the_same_outcome(api: Api) -> None:
-    """The wave's requests are deleted up to ``workers`` at once: two deletes meet at a barrier that one at a time
-    would never pass (it breaks after its timeout), and the result is the one of deleting one by one."""
-    first_wave(api, "n0", "n1", "n2", "n3")
-    meet = threading.Barrier(2, timeout=10)
-    original = api.delete
-
-    def delete(res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
-        if res is NODE_MAINTENANCES and meet.n_waiting < 2 and not meet.broken and len(api.requests()) == 4:
-            meet.wait()
-        return original(res, name, namespace, **kw)
-
-    api.delete = delete  # type: ignore[method-assign]
-    result = rolling(api, reconcile=ReconcileOptions(namespace=NS, workers=4)).finish(["n0", "n1", "n2", "n3"], {})
-    assert not meet.broken
-    assert result["maintained"] == result["released"] == ["n0", "n1", "n2", "n3"]
-    assert api.requests() == [] and {r["state"] for r in api.record().values()} == {core.DONE}
+    assert record["n0"]["state"] == core.MAINTAINING and api.request("n0") is not None
 
 
 def test_a_whole_run_ends_complete_with_a_summary(api: Api) -> None:
-    first_wave(api, "n0", "n1")
-    rolling(api).finish(["n0", "n1"], {})
+    admitted(api, "n0", "n1")
+    rolling(api).release("n0", None)
+    rolling(api).release("n1", None)
     summary = rolling(api).summary()
     assert summary["changed"] is False and summary["complete"] is True
     assert [(r["node"], r["wave"], r["outcome"]) for r in summary["nodes"]] == [("n0", 1, "done"), ("n1", 1, "done")]
@@ -584,7 +447,7 @@ def test_a_whole_run_ends_complete_with_a_summary(api: Api) -> None:
 
 # ============================================================================== a later run after a killed one
 def test_a_restart_releases_a_node_left_in_its_maintenance(api: Api) -> None:
-    first_wave(api, "n0", "n1")  # the run dies during the maintenance
+    admitted(api, "n0", "n1")  # the run dies during the maintenance
     result = rolling(api).start(["n0", "n1"], "release", False)
     assert result["interrupted"] == ["n0", "n1"] and result["released"] == ["n0", "n1"]
     assert result["interrupted_nodes"] == result["need_a_look"] == ["n0", "n1"] and result["failed_nodes"] == []
@@ -593,33 +456,53 @@ def test_a_restart_releases_a_node_left_in_its_maintenance(api: Api) -> None:
     record = api.record()
     assert record["n0"]["state"] == core.INTERRUPTED and record["n0"]["back"] is not None
     # and is not handed out again
-    assert rolling(api).next_wave()["done"] is True
+    again = rolling(api).admit("n0")
+    assert again["admitted"] is False and again["state"] == core.INTERRUPTED and api.requests() == []
+
+
+def test_a_restart_gives_the_interrupted_nodes_back_in_parallel_with_the_same_outcome(api: Api) -> None:
+    """The requests are deleted up to ``workers`` at once: two deletes meet at a barrier that one at a time would
+    never pass (it breaks after its timeout), and the result is the one of deleting one by one."""
+    admitted(api, "n0", "n1", "n2", "n3")  # the run dies during the maintenance
+    meet = threading.Barrier(2, timeout=10)
+    original = api.delete
+
+    def delete(res: Any, name: str, namespace: str | None = None, **kw: Any) -> dict:
+        if res is NODE_MAINTENANCES and meet.n_waiting < 2 and not meet.broken and len(api.requests()) == 4:
+            meet.wait()
+        return original(res, name, namespace, **kw)
+
+    api.delete = delete  # type: ignore[method-assign]
+    nodes = ["n0", "n1", "n2", "n3"]
+    result = rolling(api, reconcile=ReconcileOptions(namespace=NS, workers=4)).start(nodes, "release", False)
+    assert not meet.broken
+    assert result["interrupted"] == result["released"] == nodes
+    assert api.requests() == [] and {r["state"] for r in api.record().values()} == {core.INTERRUPTED}
 
 
 def test_a_restart_with_interrupted_fail_leaves_the_node_cordoned(api: Api) -> None:
-    first_wave(api, "n0")
+    admitted(api, "n0")
     result = rolling(api).start(["n0"], "fail", False)
     assert result["interrupted"] == ["n0"] and result["released"] == []
     cond = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
     assert cond is not None and (cond["status"], cond["reason"]) == ("True", FAILED_REASON)
     assert "interrupted policy fail" in cond["message"]
     assert api.record()["n0"]["state"] == core.FAILED
-    assert rolling(api).next_wave()["abort"] is True  # 1 of 1 failed
-    assert rolling(api, max_fail_percentage=100).next_wave()["done"] is True
+    assert rolling(api).admit("n0")["admitted"] is False and api.request("n0") is not None
 
 
 def test_a_restart_with_interrupted_rerun_hands_the_node_out_again(api: Api) -> None:
-    first_wave(api, "n0")
+    admitted(api, "n0")
     result = rolling(api).start(["n0"], "rerun", False)
     assert result["requeued"] == ["n0"] and result["pending"] == ["n0"]
     assert [r["action"] for r in result["requested"]] == ["unchanged"]  # the request is still there
-    wave = rolling(api).next_wave()
-    assert wave["nodes"] == ["n0"] and api.record()["n0"]["state"] == core.MAINTAINING
+    again = rolling(api).admit("n0")
+    assert again["admitted"] is True and api.record()["n0"]["state"] == core.MAINTAINING
 
 
 def test_retry_failed_clears_the_requestor_failed_condition(api: Api) -> None:
-    first_wave(api, "n0")
-    rolling(api).finish([], {"n0": "boom"})
+    admitted(api, "n0")
+    rolling(api).release("n0", "boom")
     assert rolling(api).start(["n0"], "release", False)["finished"] == ["n0"]
     result = rolling(api).start(["n0"], "release", True)
     assert result["requeued"] == ["n0"] and result["pending"] == ["n0"]
@@ -629,7 +512,7 @@ def test_retry_failed_clears_the_requestor_failed_condition(api: Api) -> None:
 
 
 def test_a_release_cut_short_is_done_by_the_next_start(api: Api) -> None:
-    first_wave(api, "n0")
+    admitted(api, "n0")
     api.crash_at = api.write_count + 2  # start: save the record (1), then the delete of the request (2) dies
     with pytest.raises(Crash):
         rolling(api).start(["n0"], "release", False)
@@ -640,34 +523,13 @@ def test_a_release_cut_short_is_done_by_the_next_start(api: Api) -> None:
     assert api.record()["n0"]["back"] is not None
 
 
-def test_a_failure_reported_by_the_tasks_survives_a_kill_while_finish_waits(api: Api) -> None:
-    first_wave(api, "n0", "n1")
-    api.set_node_ready("n0", False)  # n0 is still rebooting: finish waits for it
-    original = api.get
-
-    def killed_in_the_wait(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        if res is NODES:
-            raise Crash("killed while waiting for n0")
-        return original(res, name, namespace)
-
-    api.get = killed_in_the_wait  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        rolling(api).finish(["n0"], {"n1": "firmware update failed"})
-    api.get = original  # type: ignore[method-assign]
-    api.set_node_ready("n0", True)
-    rolling(api).start(["n0", "n1"], "release", False)
-    assert api.record()["n1"]["state"] == core.FAILED
-    assert api.request("n1") is not None  # left cordoned for a person
-
-
 # ============================================================================== conflicts
 def test_a_record_written_meanwhile_by_another_run_is_an_error(api: Api) -> None:
     started(api, "n0")
     api.conflicts[(CONFIGMAPS.plural, RECORD)] = 1
-    api.set_phase("n0", lc.PHASE_READY)
     with pytest.raises(RequestError, match="changed by someone else"):
-        rolling(api).next_wave()
-    assert api.record()["n0"]["state"] == core.PENDING
+        started(api, "n0", "n1")
+    assert set(api.record()) == {"n0"} and api.request("n1") is None
 
 
 def test_two_runs_creating_the_same_record_is_an_error_for_the_second(api: Api) -> None:
@@ -679,22 +541,22 @@ def test_two_runs_creating_the_same_record_is_an_error_for_the_second(api: Api) 
 
 
 def test_writing_requestor_failed_is_retried_on_conflicts(api: Api) -> None:
-    first_wave(api, "n0")
+    admitted(api, "n0")
     obj = api.request("n0")
     assert obj is not None
     api.conflicts[(f"{NODE_MAINTENANCES.plural}/status", obj["metadata"]["name"])] = 2
-    rolling(api).finish([], {"n0": "boom"})
+    rolling(api).release("n0", "boom")
     cond = api.condition("n0", lc.CONDITION_REQUESTOR_FAILED)
     assert cond is not None and cond["status"] == "True"
 
 
 def test_a_request_that_keeps_changing_is_an_error(api: Api) -> None:
-    first_wave(api, "n0")
+    admitted(api, "n0")
     obj = api.request("n0")
     assert obj is not None
     api.conflicts[(f"{NODE_MAINTENANCES.plural}/status", obj["metadata"]["name"])] = 99
     with pytest.raises(RequestError, match="The request of n0 kept changing"):
-        rolling(api).finish([], {"n0": "boom"})
+        rolling(api).release("n0", "boom")
     assert api.record()["n0"]["state"] == core.FAILED  # the outcome was recorded first
 
 
@@ -704,10 +566,9 @@ def test_the_builtin_engine_runs_the_reconcile_passes_itself(api: Api) -> None:
     api.tick = 0.0
     reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
     started(api, "n0", engine="builtin", reconcile=reconcile)
-    wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
-    assert wave["nodes"] == ["n0"]
+    assert rolling(api, engine="builtin", reconcile=reconcile).admit("n0")["admitted"] is True
     assert api.objects[(NODES.plural, None, "n0")]["spec"].get("unschedulable") is True  # cordoned by the pass
-    result = rolling(api, engine="builtin", reconcile=reconcile).finish(["n0"], {})
+    result = rolling(api, engine="builtin", reconcile=reconcile).release("n0", None)
     assert result["released"] == ["n0"] and api.request("n0") is None
     assert "unschedulable" not in api.objects[(NODES.plural, None, "n0")]["spec"]
 
@@ -744,70 +605,35 @@ def record_reads(api: Api, by_thread: bool = False) -> dict[str, list[tuple[str,
     return reads
 
 
-def test_the_builtin_engine_takes_the_requests_from_its_passes_and_confirms_a_wave_on_a_list(api: Api) -> None:
-    reconcile, reads = builtin_with_lists(api, "n0", "n1")
-    wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
-    assert wave["nodes"] == ["n0", "n1"] and wave["passes"] == 1
-    # the pass's own read, then the wave confirmed on the requests as they are (none listed before the pass)
-    assert reads.count(("list", NODE_MAINTENANCES.plural)) == 2
-    reads.clear()
-    result = rolling(api, engine="builtin", reconcile=reconcile).finish(["n0", "n1"], {})
-    assert result["released"] == ["n0", "n1"] and api.request("n0") is None and api.request("n1") is None
-    # the deletions' own look, then the release's pass, which shows them gone: no look at each, no list after it
-    assert reads.count(("list", NODE_MAINTENANCES.plural)) == 2
-    assert ("get", NODE_MAINTENANCES.plural) not in reads
-
-
-def test_a_request_deleted_after_the_pass_read_it_is_not_taken_into_the_wave(api: Api) -> None:
-    reconcile, reads = builtin_with_lists(api, "n0", "n1")
-
-    def delete_n1_after_the_pass(a: Api) -> None:
-        if reads.count(("list", NODE_MAINTENANCES.plural)) == 2:  # the look after the pass, not the pass's own
-            obj = a.request("n1")
-            assert obj is not None and obj["metadata"].get("finalizers"), "the pass made n1 Ready, with its finalizer"
-            obj["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
-            a._bump(obj)
-
-    api.hooks.append(delete_n1_after_the_pass)
-    wave = rolling(api, engine="builtin", reconcile=reconcile).next_wave()
-    assert wave["nodes"] == ["n0"], "n1's request is being deleted: its node is not handed out"
-    assert api.record()["n1"].get("ready") is None, "nor recorded as drained from the pass's older view"
-
-
-def test_next_wave_leaves_a_request_being_deleted_alone_and_makes_it_again_once_gone(api: Api) -> None:
-    started(api, "n0", "n1")
+def test_admit_leaves_a_request_being_deleted_alone_and_makes_it_again_once_gone(api: Api) -> None:
+    started(api, "n1")
     obj = api.request("n1")
     assert obj is not None
     obj["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER, "example.com/other"])
-    api.set_phase("n0", lc.PHASE_READY)
-    wave = rolling(api, gather=0.0).next_wave()
-    assert wave["nodes"] == ["n0"] and api.request("n1") is obj, "no second request while the first is there"
+    waiting = rolling(api, progress_after=3.0).admit("n1")
+    assert waiting["admitted"] is False and api.request("n1") is obj, "no second request while the first is there"
     del api.objects[(NODE_MAINTENANCES.plural, NS, obj["metadata"]["name"])]
     api.hooks.append(lambda a: a.set_phase("n1", lc.PHASE_READY) if a.request("n1") else None)
-    rolling(api).finish(["n0"], {})
-    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"], "requested again once gone"
+    assert rolling(api).admit("n1", resume=waiting["resume"])["admitted"] is True, "requested again once gone"
 
 
 def test_a_request_of_its_own_released_but_kept_by_another_finalizer_is_made_again_at_once(api: Api) -> None:
-    started(api, "n0", "n1")
+    started(api, "n1")
     old = api.request("n1")
     assert old is not None
     # the engine is done with it (its finalizer removed, the node uncordoned); only someone else's finalizer keeps it
     old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=["example.com/other"])
-    api.set_phase("n0", lc.PHASE_READY)
-    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
+    api.hooks.append(lambda a: a.set_phase("n1", lc.PHASE_READY) if a.request("n1") else None)
+    assert rolling(api).admit("n1")["admitted"] is True
     again = [
         o
         for (plural, _ns, _name), o in api.objects.items()
         if plural == NODE_MAINTENANCES.plural and o["spec"]["nodeName"] == "n1" and o is not old
     ]
     assert [o["metadata"]["name"] for o in again] == [f"{REQUESTOR}-n1-2"], "requested again beside the kept one"
-    api.set_phase("n1", lc.PHASE_READY)
-    assert rolling(api, gather=0.0).finish(["n0"], {})["released"] == ["n0"]
-    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n1"]
-    driver = rolling(api, release_timeout=5.0)
-    assert driver.finish(["n1"], {})["released"] == ["n1"], "the old one, released already, is not waited for"
-    assert api.record()["n1"]["state"] == core.DONE and driver.requests.warnings == []
+    step = rolling(api, release_timeout=5.0)
+    assert step.release("n1", None)["released"] == ["n1"], "the old one, released already, is not waited for"
+    assert api.record()["n1"]["state"] == core.DONE and step.requests.warnings == []
 
 
 def test_a_restart_takes_a_held_request_it_joined_as_its_own_and_makes_none_beside_it(api: Api) -> None:
@@ -823,8 +649,8 @@ def test_a_restart_takes_a_held_request_it_joined_as_its_own_and_makes_none_besi
     again = rolling(api, engine="builtin", reconcile=reconcile).start(["n0", "n1"], "release", False)
     assert {r["node"]: (r["action"], r["name"]) for r in again["requested"]}["n1"] == ("unchanged", f"{NS}/other-n1")
     assert not mine(api, "n1"), "no request of its own beside the held one (it would wait behind it)"
-    wave = rolling(api, engine="builtin", reconcile=reconcile, gather=0.0).next_wave()
-    assert wave["nodes"] == ["n0", "n1"]
+    assert rolling(api, engine="builtin", reconcile=reconcile).admit("n1")["admitted"] is True
+    assert not mine(api, "n1")
 
 
 def test_start_makes_a_request_under_another_name_while_its_own_of_that_name_is_being_deleted(api: Api) -> None:
@@ -860,84 +686,58 @@ def test_a_request_whose_name_is_taken_meanwhile_is_made_under_the_next_free_nam
     assert result["requested"][0]["name"] == f"{NS}/{REQUESTOR}-n0-2" and mine(api, "n0")
 
 
-def test_next_wave_fails_a_pending_node_whose_node_object_was_deleted_and_goes_on(api: Api) -> None:
-    started(api, "n0", "n1", "n2")
-    gone = api.request("n1")
-    assert gone is not None
-    del api.objects[(NODE_MAINTENANCES.plural, NS, gone["metadata"]["name"])]  # no request: one cannot be made
-    del api.objects[(NODES.plural, None, "n1")]
-    api.set_phase("n0", lc.PHASE_READY)
-    api.set_phase("n2", lc.PHASE_READY)
-    wave = rolling(api, gather=0.0, max_fail_percentage=50).next_wave()
-    assert wave["nodes"] == ["n0", "n2"] and wave["failed_nodes"] == ["n1"]
-    assert api.record()["n1"]["state"] == core.FAILED and "Node object is gone" in api.record()["n1"]["message"]
-    assert api.request("n1") is None, "no request made for a node that is not there"
-
-
-def test_a_node_deleted_before_its_wave_counts_against_the_fail_budget(api: Api) -> None:
-    started(api, "n0", "n1")
-    del api.objects[(NODES.plural, None, "n1")]
-    gone = api.request("n1")
-    assert gone is not None
-    del api.objects[(NODE_MAINTENANCES.plural, NS, gone["metadata"]["name"])]
-    api.set_phase("n0", lc.PHASE_READY)
-    result = rolling(api).next_wave()
-    assert result["abort"] is True and result["changed"] is True and result["nodes"] == []
-    assert api.record()["n0"]["state"] == core.PENDING and api.record()["n1"]["state"] == core.FAILED
-
-
 def test_the_builtin_engine_fails_a_node_deleted_under_its_waiting_request_and_gives_the_request_back(
     api: Api,
 ) -> None:
     reconcile, _reads = builtin_with_lists(api, "n0", "n1")
     del api.objects[(NODES.plural, None, "n1")]  # its request stays, waiting for a node that is not there
     assert api.request("n1") is not None
-    wave = rolling(api, engine="builtin", reconcile=reconcile, max_fail_percentage=50).next_wave()
-    assert wave["nodes"] == ["n0"] and wave["failed_nodes"] == ["n1"]
+    api.tick = 1.0  # admit looks at the Node of a request still waiting every few seconds
+    result = rolling(api, engine="builtin", reconcile=reconcile, max_fail_percentage=50).admit("n1")
+    assert result["admitted"] is False and result["failure"] == NODE_GONE and result["failed_nodes"] == ["n1"]
     assert api.request("n1") is None, "given back, and released by the engine (its node is gone)"
 
 
 def test_a_gone_node_s_request_is_given_back_before_the_record_says_it_failed(api: Api) -> None:
     started(api, "n0", "n1")
     del api.objects[(NODES.plural, None, "n1")]
-    api.set_phase("n0", lc.PHASE_READY)
     api.set_phase("n1", lc.PHASE_PENDING)
-    driver = rolling(api, gather=0.0, max_fail_percentage=50)
-    save = driver.save
+    step = rolling(api, max_fail_percentage=50)
+    save = step.save
     request_when_failed: list[Any] = []
 
-    def killed_after_saving_the_failure(run: core.RunRecord) -> None:
-        save(run)
+    def killed_after_saving_the_failure(run: core.RunRecord, merge: bool = False) -> None:
+        save(run, merge)
         if run.nodes["n1"].state == core.FAILED:
             request_when_failed.append(api.request("n1"))
             raise KeyboardInterrupt("killed")
 
-    driver.save = killed_after_saving_the_failure  # type: ignore[method-assign]
+    step.save = killed_after_saving_the_failure  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
-        driver.next_wave()
+        step.admit("n1")
     assert request_when_failed == [None], "no request left behind for a node the record no longer waits for"
 
 
-def test_with_the_operator_a_node_deleted_under_its_waiting_request_fails_at_the_next_call(api: Api) -> None:
+def test_with_the_operator_a_node_deleted_under_its_waiting_request_fails_at_its_admit(api: Api) -> None:
     started(api, "n0", "n1")
     del api.objects[(NODES.plural, None, "n1")]  # its request stays, Pending: the operator never admits it
-    api.set_phase("n0", lc.PHASE_READY)
     api.set_phase("n1", lc.PHASE_PENDING)
-    wave = rolling(api, gather=0.0, max_fail_percentage=50).next_wave()
-    assert wave["nodes"] == ["n0"] and wave["failed_nodes"] == ["n1"] and api.request("n1") is None
+    result = rolling(api, max_fail_percentage=50).admit("n1")
+    assert result["admitted"] is False and result["failure"] == NODE_GONE and result["failed_nodes"] == ["n1"]
+    assert api.request("n1") is None and api.record()["n0"]["state"] == core.PENDING
 
 
-def test_finish_is_done_with_a_request_the_engine_keeps_for_another_requestor_that_joined_it(api: Api) -> None:
+def test_release_is_done_with_a_request_the_engine_keeps_for_another_requestor_that_joined_it(api: Api) -> None:
     reconcile, _reads = builtin_with_lists(api, "n0")
-    assert rolling(api, engine="builtin", reconcile=reconcile).next_wave()["nodes"] == ["n0"]
+    assert rolling(api, engine="builtin", reconcile=reconcile).admit("n0")["admitted"] is True
     obj = api.request("n0")
     assert obj is not None
     obj["spec"]["additionalRequestors"] = ["other.example.com"]  # e.g. a firmware operator joined it
     api._bump(obj)
-    driver = rolling(api, engine="builtin", reconcile=reconcile, release_timeout=5.0)
-    result = driver.finish(["n0"], {})
+    step = rolling(api, engine="builtin", reconcile=reconcile, release_timeout=5.0)
+    result = step.release("n0", None)
     assert result["released"] == ["n0"] and api.record()["n0"]["state"] == core.DONE
-    assert [w for w in driver.requests.warnings if w.startswith("n0: ")] == [
+    assert [w for w in step.requests.warnings if w.startswith("n0: ")] == [
         f"n0: this run gave NodeMaintenance {NS}/{REQUESTOR}-n0 back, but it stays, and the node in maintenance, for "
         "the requestors that joined it (other.example.com) until they leave it"
     ]
@@ -947,66 +747,67 @@ def test_finish_is_done_with_a_request_the_engine_keeps_for_another_requestor_th
 
 
 def test_a_node_whose_own_request_is_kept_for_another_requestor_is_requested_again_beside_it(api: Api) -> None:
-    started(api, "n0", "n1")
+    started(api, "n1")
     old = api.request("n1")
     assert old is not None
     old["spec"]["additionalRequestors"] = ["other.example.com"]
     old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER])
     api.set_phase("n1", lc.PHASE_READY)  # drained: kept for the other requestor, for as long as it wants
-    api.set_phase("n0", lc.PHASE_READY)
-    assert rolling(api, gather=0.0).next_wave()["nodes"] == ["n0"]
+    waiting = rolling(api, progress_after=3.0).admit("n1")
+    assert waiting["admitted"] is False and "n1 waiting for the scheduler" in waiting["waiting"]["message"]
     again = [o for o in mine(api, "n1") if not o["metadata"].get("deletionTimestamp")]
     assert [o["metadata"]["name"] for o in again] == [f"{REQUESTOR}-n1-2"], "requested again, waiting behind it"
 
 
-def test_a_request_of_its_own_being_deleted_is_named_as_such_while_the_wave_waits(api: Api) -> None:
+def test_a_request_of_its_own_being_deleted_is_named_as_such_while_the_node_waits(api: Api) -> None:
     api.tick = 5.0
-    started(api, "n0", "n1")
+    started(api, "n1")
     old = api.request("n1")
     assert old is not None
     old["metadata"].update(deletionTimestamp="2027-01-15T08:00:00Z", finalizers=[FINALIZER])
-    api.set_phase("n0", lc.PHASE_DRAINING)
-    waiting = rolling(api, progress_after=1.0).next_wave()["waiting"]
-    assert waiting["releasing"] == ["n1"] and waiting["queued"] == []
-    assert "1 node(s) (n1) whose earlier request is still being deleted" in waiting["message"]
+    waiting = rolling(api, progress_after=1.0).admit("n1")["waiting"]
+    assert "n1 whose earlier request is still being deleted" in waiting["message"]
     with pytest.raises(RequestError) as info:
-        rolling(api, wave_timeout=30.0).next_wave()
+        rolling(api, wave_timeout=30.0).admit("n1")
     assert f"{NS}/{REQUESTOR}-n1 on n1: new (being deleted)" in info.value.msg and "gone" not in info.value.msg
 
 
 # ============================================================================== at most once, with crashes
+NODE_NAMES = ["n0", "n1", "n2"]
 STEPS = st.lists(
     st.one_of(
-        st.tuples(st.just("start"), st.sets(st.sampled_from(["n0", "n1", "n2"]), min_size=1)),
-        st.tuples(st.just("next_wave"), st.just(None)),
-        st.tuples(st.just("finish"), st.sets(st.sampled_from(["n0", "n1", "n2"]))),
+        st.tuples(st.just("start"), st.sets(st.sampled_from(NODE_NAMES), min_size=1)),
+        st.tuples(st.just("admit"), st.sampled_from(NODE_NAMES)),
+        st.tuples(st.just("release"), st.sampled_from(NODE_NAMES)),
     ),
     min_size=1,
-    max_size=10,
+    max_size=12,
 )
 
 
 @settings(max_examples=40, deadline=None)
-@given(STEPS, st.lists(st.one_of(st.none(), st.integers(1, 6)), min_size=10, max_size=10))
+@given(STEPS, st.lists(st.one_of(st.none(), st.integers(1, 6)), min_size=12, max_size=12))
 def test_property_no_node_is_handed_out_twice_whatever_step_is_killed(
     steps: list[tuple[str, Any]], crashes: list[int | None]
 ) -> None:
     api = Api()
-    for name in ("n0", "n1", "n2"):
+    for name in NODE_NAMES:
         api.add(NODES, node(name))
     api.auto_ready = True
     handed: list[str] = []
     for (step, arg), crash in zip(steps, crashes, strict=False):
+        api.crash_at = None
+        states = {n: r.state for n, r in rolling(api).load().nodes.items()}
         api.crash_at = None if crash is None else api.write_count + crash
         engine = rolling(api, max_fail_percentage=100)
         try:
             if step == "start":
                 engine.start(sorted(arg), "release", False)
-            elif step == "next_wave":
-                handed += engine.next_wave()["nodes"]
-            else:
-                wave = set(engine.load().in_state(core.MAINTAINING))
-                engine.finish(sorted(arg & wave), {})
+            elif step == "admit" and arg in states:
+                if engine.admit(arg)["admitted"]:
+                    handed.append(arg)
+            elif step == "release" and states.get(arg) == core.MAINTAINING:
+                engine.release(arg, None)
         except Crash:
             pass
         api.crash_at = None

@@ -12,7 +12,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenan
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import GateOptions
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import PODS
-from unit.test_rolling_engine import Api, first_wave, rolling, started
+from unit.test_rolling_engine import Api, admitted, rolling, started
 from unit.test_rolling_windows_gates import GateApi, pod
 
 
@@ -27,9 +27,9 @@ def calls_until_done(step: Any, limit: int = 100) -> tuple[list[dict[str, Any]],
     return waits, result
 
 
-def test_a_wave_wait_is_handed_back_with_its_progress_then_goes_on_to_the_wave(gate_api: Api) -> None:
+def test_an_admit_wait_is_handed_back_with_its_progress_then_goes_on_to_the_admission(gate_api: Api) -> None:
     gate_api.tick = 5.0
-    started(gate_api, "n0", "n1")
+    started(gate_api, "n0")
     gate_api.set_phase("n0", lc.PHASE_DRAINING)
     looks: list[float] = []
 
@@ -37,24 +37,22 @@ def test_a_wave_wait_is_handed_back_with_its_progress_then_goes_on_to_the_wave(g
         looks.append(fake.now)
         if len(looks) == 30:
             fake.set_phase("n0", lc.PHASE_READY)
-            fake.set_phase("n1", lc.PHASE_READY)
 
     gate_api.hooks.append(drain_after_a_while)
-    waits, result = calls_until_done(lambda resume: rolling(gate_api, progress_after=20.0).next_wave(resume))
+    waits, result = calls_until_done(lambda resume: rolling(gate_api, progress_after=20.0).admit("n0", resume))
     assert len(waits) >= 2
     first = waits[0]["waiting"]
-    assert first["phase"] == "wave" and waits[0]["wave"] is None and waits[0]["changed"] is False
-    assert first["busy"] == ["n0"] and first["queued"] == ["n1"]
-    assert "1 node(s) (n0) being prepared" in first["message"] and "of at most 300s" in first["message"]
+    assert first["phase"] == "admit" and waits[0]["wave"] is None and waits[0]["changed"] is False
+    assert "n0 being prepared (cordon, drain)" in first["message"] and "of at most 300s" in first["message"]
     # every call goes on with the same wait: one start, the time waited growing
     assert {w["resume"]["since"] for w in waits} == {first["since"]}
     assert [w["waiting"]["waited"] for w in waits] == sorted(w["waiting"]["waited"] for w in waits)
-    assert result["nodes"] == ["n0", "n1"] and "waiting" not in result
-    # nothing was handed out while the run waited
-    assert all(w["nodes"] == [] for w in waits)
+    assert result["admitted"] is True and "waiting" not in result
+    # the node was not handed out while it waited
+    assert all(w["admitted"] is False for w in waits)
 
 
-def test_the_wave_timeout_counts_from_the_start_of_the_wait_across_calls(gate_api: Api) -> None:
+def test_the_admit_timeout_counts_from_the_start_of_the_wait_across_calls(gate_api: Api) -> None:
     gate_api.tick = 5.0
     started(gate_api, "n0")
     gate_api.set_phase("n0", lc.PHASE_DRAINING)
@@ -62,23 +60,30 @@ def test_the_wave_timeout_counts_from_the_start_of_the_wait_across_calls(gate_ap
 
     def step(resume: dict[str, Any] | None) -> dict[str, Any]:
         calls.append(resume)
-        return rolling(gate_api, wave_timeout=60.0, progress_after=10.0).next_wave(resume)
+        return rolling(gate_api, wave_timeout=60.0, progress_after=10.0).admit("n0", resume)
 
     with pytest.raises(RequestError) as info:
         calls_until_done(step)
-    assert "became ready for its maintenance within 60s" in info.value.msg
+    assert "did not become ready for its maintenance within 60s" in info.value.msg
     # one wait of 60s in calls of about 10s each, not 60s a call
     assert 4 <= len(calls) <= 8
     assert gate_api.record()["n0"]["state"] == core.PENDING
 
 
-def test_without_progress_after_the_wave_wait_is_one_call(gate_api: Api) -> None:
+def test_without_progress_after_the_admit_wait_is_one_call(gate_api: Api) -> None:
     gate_api.tick = 5.0
     started(gate_api, "n0")
     gate_api.set_phase("n0", lc.PHASE_DRAINING)
-    gate_api.hooks.append(lambda fake: fake.set_phase("n0", lc.PHASE_READY) if fake.lists > 40 else None)
-    result = rolling(gate_api).next_wave()
-    assert result["nodes"] == ["n0"] and "waiting" not in result
+    looks: list[int] = []
+
+    def drain_after_a_while(fake: Api) -> None:
+        looks.append(1)
+        if len(looks) == 20:
+            fake.set_phase("n0", lc.PHASE_READY)
+
+    gate_api.hooks.append(drain_after_a_while)
+    result = rolling(gate_api).admit("n0")
+    assert result["admitted"] is True and "waiting" not in result and len(looks) >= 20
 
 
 def test_a_gate_wait_is_handed_back_naming_what_blocks_and_keeps_its_timeout(gate_api: GateApi) -> None:
@@ -86,10 +91,10 @@ def test_a_gate_wait_is_handed_back_naming_what_blocks_and_keeps_its_timeout(gat
     options = {"gates": GateOptions(pod_selector="block=yes", timeout=100.0, interval=1.0), "progress_after": 1.0}
     rolling(gate_api, **options).start(["n0"], "release", False)
     gate_api.set_phase("n0", lc.PHASE_READY)
-    waits, result = calls_until_done(lambda resume: rolling(gate_api, **options).next_wave(resume))
+    waits, result = calls_until_done(lambda resume: rolling(gate_api, **options).admit("n0", resume))
     assert waits, "the gate wait was never handed back"
     first = waits[0]["waiting"]
-    assert first["phase"] == "gate" and [b["message"] for b in first["blockers"]] == ["pod apps/trainer on n0"]
+    assert first["phase"] == "admit_gate" and [b["message"] for b in first["blockers"]] == ["pod apps/trainer on n0"]
     assert "the next wave waits for its gates" in first["message"]
     # the pod never goes: the run stops after the gate timeout, counted from the first call
     assert result["stopped"]["reason"] == "gate" and "still after 100s" in result["stopped"]["message"]
@@ -97,91 +102,51 @@ def test_a_gate_wait_is_handed_back_naming_what_blocks_and_keeps_its_timeout(gat
     assert gate_api.request("n0") is None  # given back, as any gate stop does
 
 
-def test_a_gate_that_clears_between_calls_lets_the_wave_start(gate_api: GateApi) -> None:
+def test_a_gate_that_clears_between_calls_lets_the_node_in(gate_api: GateApi) -> None:
     gate_api.add(PODS, pod("trainer", "n0", {"block": "yes"}))
     options = {"gates": GateOptions(pod_selector="block=yes", timeout=100.0, interval=1.0), "progress_after": 1.0}
     rolling(gate_api, **options).start(["n0"], "release", False)
     gate_api.set_phase("n0", lc.PHASE_READY)
-    first = rolling(gate_api, **options).next_wave()
-    assert first["waiting"]["phase"] == "gate" and gate_api.request("n0") is not None
+    first = rolling(gate_api, **options).admit("n0")
+    assert first["waiting"]["phase"] == "admit_gate" and gate_api.request("n0") is not None
     gate_api.objects.pop((PODS.plural, "apps", "trainer"))
-    result = rolling(gate_api, **options).next_wave(first["resume"])
-    assert result["nodes"] == ["n0"]
+    result = rolling(gate_api, **options).admit("n0", first["resume"])
+    assert result["admitted"] is True
 
 
-def test_a_ready_wait_is_handed_back_with_the_outcome_on_record_then_releases(gate_api: Api) -> None:
-    first_wave(gate_api, "n0", "n1", "n2")
-    gate_api.set_node_ready("n1", False)
-    result = rolling(gate_api, node_ready_timeout=60.0, progress_after=3.0).finish(["n0", "n1"], {"n2": "firmware"})
-    waiting = result["waiting"]
-    assert waiting["phase"] == "ready" and waiting["nodes_not_ready"] == ["n1"]
-    assert result["resume"] == {"phase": "ready", "since": waiting["since"], "wave": 1}
-    assert result["failures"] == {"n2": "firmware"} and result["maintained"] == [] and result["released"] == []
-    # the outcome is on record before the wait is handed back, the failure on its request too; nothing released yet
-    record = gate_api.record()
-    assert record["n2"]["state"] == core.FAILED and record["n0"]["state"] == record["n1"]["state"] == core.MAINTAINING
-    assert gate_api.request("n0") is not None and gate_api.request("n1") is not None
-    failed_condition = gate_api.condition("n2", lc.CONDITION_REQUESTOR_FAILED)
-    assert failed_condition is not None and failed_condition["status"] == "True"
-    gate_api.set_node_ready("n1", True)
-    done = rolling(gate_api, node_ready_timeout=60.0, progress_after=3.0).finish([], {}, resume=result["resume"])
-    assert "waiting" not in done
-    assert done["maintained"] == ["n0", "n1"] and done["failures"] == {"n2": "firmware"}
-    assert gate_api.request("n0") is None and gate_api.request("n1") is None and gate_api.request("n2") is not None
-    assert {n: r["state"] for n, r in gate_api.record().items()} == {"n0": "done", "n1": "done", "n2": "failed"}
-
-
-def test_the_ready_timeout_counts_from_the_first_call(gate_api: Api) -> None:
-    first_wave(gate_api, "n0")
+def test_the_ready_timeout_of_a_release_counts_from_the_first_call(gate_api: Api) -> None:
+    admitted(gate_api, "n0")
     gate_api.set_node_ready("n0", False)
     waits, result = calls_until_done(
-        lambda resume: rolling(gate_api, node_ready_timeout=20.0, progress_after=3.0).finish(["n0"], {}, resume=resume)
+        lambda resume: rolling(gate_api, node_ready_timeout=20.0, progress_after=3.0).release("n0", None, None, resume)
     )
     assert 3 <= len(waits) <= 10
-    assert result["failures"] == {"n0": "not Ready in Kubernetes 20s after its maintenance"}
+    assert result["failure"] == "not Ready in Kubernetes 20s after its maintenance"
     assert gate_api.record()["n0"]["state"] == core.FAILED and gate_api.request("n0") is not None
 
 
-def test_a_resumed_finish_after_the_wave_was_released_changes_nothing(gate_api: Api) -> None:
-    first_wave(gate_api, "n0")
-    done = rolling(gate_api).finish(["n0"], {})
-    assert done["maintained"] == ["n0"]
+def test_a_resumed_release_after_the_node_was_released_writes_nothing(gate_api: Api) -> None:
+    admitted(gate_api, "n0")
+    done = rolling(gate_api).release("n0", None)
+    assert done["released"] == ["n0"]
     writes = gate_api.write_count
-    again = rolling(gate_api, progress_after=3.0).finish(
-        [], {}, resume={"phase": "ready", "since": gate_api.now, "wave": 1}
-    )
-    assert again["changed"] is False and "waiting" not in again and gate_api.write_count == writes
-
-
-def test_a_resume_of_another_wave_is_refused_and_changes_nothing(gate_api: Api) -> None:
-    """A wait for Ready handed back in wave 1 cannot release the nodes of wave 2, which nobody maintained yet."""
-    first_wave(gate_api, "n0")
-    rolling(gate_api).finish(["n0"], {})
-    started(gate_api, "n1")
-    gate_api.set_phase("n1", lc.PHASE_READY)
-    assert rolling(gate_api).next_wave()["wave"] == 2
-    writes = gate_api.write_count
-    with pytest.raises(RequestError) as info:
-        rolling(gate_api, progress_after=3.0).finish(
-            [], {}, resume={"phase": "ready", "since": gate_api.now, "wave": 1}
-        )
-    assert "is at wave 2, not at wave 1" in info.value.msg
-    assert gate_api.write_count == writes and gate_api.record()["n1"]["state"] == core.MAINTAINING
-    assert gate_api.request("n1") is not None
+    again = rolling(gate_api, progress_after=3.0).release("n0", None, resume={"phase": "back", "since": gate_api.now})
+    assert "waiting" not in again and again["released"] == [] and again["state"] == core.DONE
+    assert gate_api.write_count == writes
 
 
 def test_a_resume_from_the_future_is_taken_as_now(gate_api: Api) -> None:
     gate_api.tick = 5.0
     started(gate_api, "n0")
     gate_api.set_phase("n0", lc.PHASE_DRAINING)
-    result = rolling(gate_api, wave_timeout=60.0, progress_after=10.0).next_wave(
-        {"phase": "wave", "since": gate_api.now + 1e6}
+    result = rolling(gate_api, wave_timeout=60.0, progress_after=10.0).admit(
+        "n0", {"phase": "admit", "since": gate_api.now + 1e6}
     )
     assert result["waiting"]["since"] <= gate_api.now and result["waiting"]["waited"] >= 0
 
 
 def test_a_restart_waiting_for_interrupted_nodes_hands_the_wait_back_then_releases(gate_api: Api) -> None:
-    first_wave(gate_api, "n0", "n1")  # the run dies during the maintenance, with n1 still down
+    admitted(gate_api, "n0", "n1")  # the run dies during the maintenance, with n1 still down
     gate_api.set_node_ready("n1", False)
     options = {"node_ready_timeout": 60.0, "progress_after": 3.0}
     first = rolling(gate_api, **options).start(["n0", "n1", "n2"], "release", False)
@@ -211,7 +176,7 @@ def test_a_restart_waiting_for_interrupted_nodes_hands_the_wait_back_then_releas
 
 
 def test_the_interrupted_nodes_ready_timeout_counts_from_the_first_call(gate_api: Api) -> None:
-    first_wave(gate_api, "n0")
+    admitted(gate_api, "n0")
     gate_api.set_node_ready("n0", False)
     waits, result = calls_until_done(
         lambda resume: rolling(gate_api, node_ready_timeout=20.0, progress_after=3.0).start(
@@ -227,7 +192,7 @@ def test_the_interrupted_nodes_ready_timeout_counts_from_the_first_call(gate_api
 def test_a_resumed_start_with_interrupted_fail_and_retry_failed_queues_nothing_again(gate_api: Api) -> None:
     """The call that goes on with a start's wait does not plan again: a node the first call failed (policy fail)
     is not handed back to the queue by retry_failed."""
-    first_wave(gate_api, "n0", "n1")  # the run dies with both maintaining
+    admitted(gate_api, "n0", "n1")  # the run dies with both maintaining
     result = rolling(gate_api, progress_after=3.0).start(["n0", "n1"], "fail", True)
     assert "waiting" not in result and result["interrupted"] == ["n0", "n1"]
     again = rolling(gate_api, progress_after=3.0).start(

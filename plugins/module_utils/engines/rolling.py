@@ -1,12 +1,12 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The I/O of a rolling maintenance run: its record in a ConfigMap, requests, waves and releases.
+"""The I/O of a rolling maintenance run: its record in a ConfigMap, requests, admissions and releases.
 
-The steps (``start``, ``next_wave``, ``finish``, ``summary``) are what ``rolling_maintenance.yml`` calls
-between its own tasks; the rules are the pure ``core/maintenance/rolling.py``. The record is written with
-conditional updates before anything that depends on it happens, so a run killed at any moment is picked
-up by the next one: nodes are requested again when their request is missing, a wave is recorded before its
-maintenance tasks start, and a node is released only after its outcome is recorded.
+The steps (``start``, ``drive``, each node's ``admit`` and ``release``, ``stop``, ``summary``) are what
+``rolling_maintenance.yml`` calls between its own tasks; the rules are the pure ``core/maintenance/rolling.py``.
+The record is written with conditional updates before anything that depends on it happens, so a run killed at
+any moment is picked up by the next one: a node is requested again when its request is missing, an admission is
+recorded before the node's maintenance tasks start, and a node is released only after its outcome is recorded.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ..core.node.errors import NodeopsError
 from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, PODS, Client
 from ..k8s.errors import Conflict, K8sError, NotFound
-from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler, key_of
+from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler
 from .requests import (
     DELETED,
     LEFT,
@@ -52,19 +52,13 @@ STOP_GATE = "gate"
 STOP_TIMEOUT = "timeout"  # a node waited wave_timeout for a slot: the others would wait as long
 STOP_ASKED = "asked"  # step=stop (the playbook's fatal notification)
 # The waits a step can hand back with ``progress_after`` (``waiting`` in its result), and go on with ``resume``.
-WAIT_GATE = "gate"  # next_wave: a gate blocks
-WAIT_WAVE = "wave"  # next_wave: no request of the run is Ready yet
-WAIT_READY = "ready"  # finish: maintained nodes are not Ready in Kubernetes yet
 WAIT_INTERRUPTED = "interrupted"  # start: nodes interrupted during their maintenance are not Ready yet
 WAIT_ADMIT = "admit"  # admit: the node's request is not Ready yet (or its gates block)
 WAIT_ADMIT_GATE = "admit_gate"  # admit: a gate blocks the node
 WAIT_BACK = "back"  # release: the maintained node is not Ready in Kubernetes yet
-WAIT_PHASES = (WAIT_GATE, WAIT_WAVE, WAIT_READY, WAIT_INTERRUPTED, WAIT_ADMIT_GATE, WAIT_ADMIT, WAIT_BACK)
-# The step that goes on with each wait (a wave or gate wait after a finish goes on in next_wave).
+WAIT_PHASES = (WAIT_INTERRUPTED, WAIT_ADMIT_GATE, WAIT_ADMIT, WAIT_BACK)
+# The step that goes on with each wait.
 STEP_OF_WAIT = {
-    WAIT_GATE: "next_wave",
-    WAIT_WAVE: "next_wave",
-    WAIT_READY: "finish",
     WAIT_INTERRUPTED: "start",
     WAIT_ADMIT_GATE: "admit",
     WAIT_ADMIT: "admit",
@@ -75,7 +69,7 @@ UPDATE_ATTEMPTS = 30
 UPDATE_BACKOFF = 1.0  # the longest pause (seconds, at random up to it) before an update is tried again
 NAMES_SHOWN = 5  # nodes a progress message names
 T = TypeVar("T")
-NODE_GONE = "its Node object is gone (deleted during the run, before its wave); it was not maintained"
+NODE_GONE = "its Node object is gone (deleted during the run, before its admission); it was not maintained"
 DRIVER_SUFFIX = "-driver"  # the end of a driver's Lease identity (see Rolling.drive)
 LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease before it looks again
 NODE_LOOK = 5.0  # seconds between two checks by admit that the Node of a request still waiting is there
@@ -90,16 +84,16 @@ DRIVER_GAP = 1.5
 
 @dataclass
 class GateOptions:
-    """The gates checked before each wave (see docs/windows-and-gates.md)."""
+    """The gates checked before each node's admission (see docs/windows-and-gates.md)."""
 
     pod_selector: str = ""  # pods with these labels block
-    pod_scope: str = "wave"  # wave: only on the next wave's candidate nodes; cluster: anywhere
+    pod_scope: str = "wave"  # wave: only on the node to be admitted; cluster: anywhere
     prometheus_url: str = ""  # firing alerts there block
     alert_filter: str = ".*"  # alert names that block (whole-name regular expression)
     pending_alerts: bool = False  # pending alerts block too
     validate_certs: bool = True
     check_failure: str = ""  # the user's gate tasks failed with this message (the playbook ran them)
-    tasks: bool = False  # the playbook runs gate tasks of its own before each wave
+    tasks: bool = False  # the playbook runs gate tasks of its own before each node's admission
     timeout: float = 3600.0  # how long a blocked gate is checked again before the run stops
     interval: float = 30.0  # between two checks while blocked
     prometheus_timeout: float = 10.0
@@ -120,20 +114,20 @@ class RunOptions:
     engine: str = "builtin"
     reconcile: ReconcileOptions | None = None
     interval: float = 0.5  # between two looks when nothing moved
-    gather: float = 30.0  # see core.choose_wave
+    gather: float = 30.0  # see core.admit
     wave_timeout: float = 3600.0
     node_ready_timeout: float = 600.0
     release_timeout: float = 300.0
     release_failed: bool = False
     max_fail_percentage: float = 0.0
-    window: Window | None = None  # waves start only inside it
+    window: Window | None = None  # nodes are admitted only inside it
     gates: GateOptions | None = None
     # a wait that lasts this many seconds returns ``waiting`` (say so, then call again with ``resume``); 0: never
     progress_after: float = 0.0
 
     @property
     def holds(self) -> bool:
-        """Whether something may hold the next wave back: then only next_wave's passes schedule new requests."""
+        """Whether something may hold the next admission back: then only admit's passes schedule new requests."""
         return self.window is not None or (self.gates is not None and self.gates.active)
 
 
@@ -164,8 +158,8 @@ class Rolling:
             else None
         )
         if self.reconciler is not None and options.holds:
-            # the passes of start and finish (releases) schedule nothing new: the window and the gates are
-            # checked by next_wave before its own passes schedule
+            # the passes of start and release (the releases) schedule nothing new: the window and the gates are
+            # checked by admit before its own passes schedule
             self.reconciler.schedule_new = False
         self._configmap: dict[str, Any] | None = None
         self.wrote = False  # whether the last update wrote the record
@@ -372,18 +366,17 @@ class Rolling:
         since: float,
         timeout: float,
         message: str,
-        step_result: Mapping[str, Any] | None = None,
+        step_result: Mapping[str, Any],
         resume_nodes: Sequence[str] = (),
         **details: Any,
     ) -> dict[str, Any]:
         """The result of a step that hands its wait back: what it waits for, since when, and ``resume``, which
         the next call of the same step takes to go on with the same deadline. ``step_result``: what the step has
-        done so far (by default a next_wave's result that names no wave)."""
+        done so far."""
         waited = max(0.0, self.clock() - since)
-        base = step_result if step_result is not None else {"wave": None, "nodes": [], "done": False, "abort": False}
         return {
             "changed": False,
-            **base,
+            **step_result,
             "waiting": {
                 "phase": phase,
                 "since": since,
@@ -395,7 +388,6 @@ class Rolling:
             "resume": {
                 "phase": phase,
                 "since": since,
-                **({"wave": run.last_wave} if phase == WAIT_READY else {}),
                 **({"nodes": list(resume_nodes)} if resume_nodes or phase == WAIT_INTERRUPTED else {}),
             },
             **self.status(run),
@@ -496,114 +488,6 @@ class Rolling:
         self.save(run)
         return {**result, "pending": run.in_state(core.PENDING), **self.status(run)}
 
-    def next_wave(self, resume: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The next wave; with ``progress_after``, a wait that lasts longer returns ``waiting`` instead, and the
-        call with its ``resume`` goes on where it stopped (a gate wait, or the wave's, with the same deadline)."""
-        opts = self.options
-        call_began = self.monotonic()
-        run = self.load()
-        settled = self._no_wave(run)
-        if settled is not None:
-            return settled
-        pending = run.in_state(core.PENDING)
-        gate_report: dict[str, Any] = {}
-        if resume is None or resume.get("phase") != WAIT_WAVE:  # a wave wait goes on past the gates it passed
-            stop, gate_report = self._hold(run, pending, self._since(resume, WAIT_GATE), call_began)
-            if stop is not None:
-                return stop
-        since = self._since(resume, WAIT_WAVE)
-        deadline = self._deadline(since, opts.wave_timeout)
-        if self.reconciler is not None:
-            self.reconciler.schedule_new = True
-        passes = 0
-        while True:
-            window = self.window_state()
-            if window is not None and not window["open"]:  # the window closed while the wave gathered
-                return self._stop(run, self.window_stop(window), window=window)
-            began = self.clock()
-            report = self._pass()
-            changed = report is not None and report.changed
-            passes += 1
-            phases, objects, deleting = self._look(pending, report)
-            # killed before its request was made, or the request was deleted under us (our own one being deleted
-            # is made again once it is gone)
-            missing = [n for n in pending if phases[n] is None and n not in deleting]
-            from_pass = report is not None and report.objects is not None and report.namespace == opts.namespace
-            if from_pass and (missing or any(phases[n] in core.DRAINED_PHASES for n in pending)):
-                # the pass shows a request it did not write as it listed it, as old as the pass: a wave is taken,
-                # and a request made again, on the requests as they are now
-                phases, objects, deleting = self._look(pending)
-                missing = [n for n in pending if phases[n] is None and n not in deleting]
-            gone = self._gone(pending, missing, report, first=passes == 1)
-            if gone:  # deleted during the run, before its wave: failed, as one gone after its maintenance is
-                # nothing to keep cordoned: give the requests back (the engine releases them, their node gone),
-                # before the record says failed, so that a run killed in between finds the nodes gone again
-                self.requests.absent(gone)
-                for node in gone:
-                    core.mark_failed(run, node, NODE_GONE, self.clock())
-                self.save(run)
-                settled = self._no_wave(run, changed=True)
-                if settled is not None:
-                    return settled
-                pending = run.in_state(core.PENDING)
-                missing = [n for n in missing if n not in gone]
-                phases = {n: phases[n] for n in pending}
-            if missing:
-                self.requests.present(missing, checked=True)
-                phases, objects, deleting = self._look(pending)
-            now = self.clock()
-            core.observe(run, phases, now, since=began)
-            decision = core.choose_wave(run, phases, now, opts.gather)
-            if decision.action == "take":
-                wave = core.start_wave(run, decision.nodes, now)
-                self.save(run)
-                return {
-                    "changed": True,
-                    "wave": wave,
-                    "nodes": decision.nodes,
-                    "done": False,
-                    "abort": False,
-                    "passes": passes,
-                    "busy": decision.busy,
-                    "queued": decision.queued,
-                    "gates": gate_report,
-                    **self.status(run),
-                }
-            if self.monotonic() >= deadline:
-                busy = decision.busy + decision.queued
-                waiting = [self.requests.explain(self._action(n, objects.get(n) or deleting.get(n))) for n in busy]
-                self.save(run)
-                raise RequestError(
-                    f"No node of run {opts.run_id!r} became ready for its maintenance within {opts.wave_timeout:g}s: "
-                    + "; ".join(waiting)
-                )
-            if self._progress_due(call_began):
-                self.save(run)
-                queued = [n for n in decision.queued if n not in deleting]
-                released = [n for n in decision.queued if n in deleting]
-                return self._waiting(
-                    run,
-                    WAIT_WAVE,
-                    since,
-                    opts.wave_timeout,
-                    f"waiting for the next wave: {_named(decision.busy)} being prepared (cordon, drain), "
-                    f"{_named(queued)} waiting for the scheduler"
-                    + (f", {_named(released)} whose earlier request is still being deleted" if released else ""),
-                    busy=decision.busy,
-                    queued=queued,
-                    releasing=released,
-                )
-            self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
-
-    def _no_wave(self, run: core.RunRecord, changed: bool = False) -> dict[str, Any] | None:
-        """next_wave's result when no wave can come: the failures are over the budget (abort), or no node is
-        pending (done); else None."""
-        if core.fail_budget(run, self.options.max_fail_percentage).exceeded:
-            return {"changed": changed, "wave": None, "nodes": [], "done": False, "abort": True, **self.status(run)}
-        if not run.in_state(core.PENDING):
-            return {"changed": changed, "wave": None, "nodes": [], "done": True, "abort": False, **self.status(run)}
-        return None
-
     def _gone(
         self, pending: Sequence[str], missing: Sequence[str], report: PassReport | None, first: bool
     ) -> list[str]:
@@ -616,90 +500,6 @@ class Rolling:
         else:
             suspects = [n for n in pending if n in missing or (listed is not None and n not in listed)]
         return self.requests.unknown_nodes(suspects) if suspects else []
-
-    def finish(
-        self,
-        succeeded: Sequence[str],
-        failed: Mapping[str, str],
-        timings: Mapping[str, Sequence[float]] | None = None,
-        resume: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Record the wave's outcome, wait for the maintained nodes to be Ready, release them. With
-        ``progress_after``, a Ready wait that lasts longer returns ``waiting``; the call with its ``resume`` (and
-        no outcome: it is on record) goes on with the same deadline."""
-        opts = self.options
-        began = self.monotonic()
-        run = self.load()
-        if resume is not None and resume.get("phase") == WAIT_READY:
-            if resume.get("wave") != run.last_wave:
-                raise RequestError(
-                    f"Run {opts.run_id!r} is at wave {run.last_wave}, not at wave {resume.get('wave')} whose wait "
-                    "for Ready this finish would go on with; nothing was changed."
-                )
-            outcomes = core.recorded_outcomes(run)
-            since = self._since(resume, WAIT_READY)
-            if not outcomes.succeeded:  # nothing left to wait for: a finish already went on
-                return {
-                    "changed": False,
-                    "maintained": [],
-                    "failures": outcomes.failed,
-                    "released": [],
-                    "abort": core.fail_budget(run, opts.max_fail_percentage).exceeded,
-                    **self.status(run),
-                }
-        else:
-            try:
-                outcomes = core.sort_outcomes(run, succeeded, failed, self.clock(), timings)
-            except core.RollingError as exc:
-                raise RequestError(f"{exc}; report only the nodes of the current wave.") from None
-            if not finish_changed(outcomes):  # no node in a wave: nothing to record or release
-                return {
-                    "changed": False,
-                    "maintained": [],
-                    "failures": {},
-                    "released": [],
-                    "abort": core.fail_budget(run, opts.max_fail_percentage).exceeded,
-                    **self.status(run),
-                }
-            for node, why in outcomes.failed.items():
-                core.mark_failed(run, node, why, self.clock())
-            self.save(run)  # the failures reported are on record before any wait or release
-            if not opts.release_failed:  # and on their requests, before a wait that may be handed back
-                for node, why in sorted(outcomes.failed.items()):
-                    self._mark_failed_request(node, why)
-            since = self.clock()
-        not_back, left = self._wait_ready(outcomes.succeeded, self._deadline(since, opts.node_ready_timeout), began)
-        if left:
-            result = self._waiting(
-                run,
-                WAIT_READY,
-                since,
-                opts.node_ready_timeout,
-                f"wave {run.last_wave}: waiting for {_named(left)} to be Ready in Kubernetes after the maintenance",
-                nodes_not_ready=left,
-            )
-            return {**result, "changed": True, "maintained": [], "failures": outcomes.failed, "released": []}
-        for node, why in not_back.items():
-            outcomes.failed[node] = why
-            core.mark_failed(run, node, why, self.clock())
-        good = [n for n in outcomes.succeeded if n not in not_back]
-        if not_back:
-            self.save(run)
-        for node, why in sorted(outcomes.failed.items()):
-            if not opts.release_failed:
-                self._mark_failed_request(node, why)
-        release = good + (sorted(outcomes.failed) if opts.release_failed else [])
-        released = self._release(run, release, done=good)
-        self.save(run)
-        budget = core.fail_budget(run, opts.max_fail_percentage)
-        return {
-            "changed": True,
-            "maintained": good,
-            "failures": dict(sorted(outcomes.failed.items())),
-            "released": released,
-            "abort": budget.exceeded,
-            **self.status(run),
-        }
 
     def admit(self, node: str, resume: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Hand one node of the run to its maintenance tasks: check the window and the gates for it, make its
@@ -736,7 +536,7 @@ class Rolling:
         gate_report: dict[str, Any] = {}
         if resume is None or resume.get("phase") != WAIT_ADMIT:
             since = self._since(resume, WAIT_ADMIT_GATE)
-            stop, gate_report = self._hold(run, [node], since, call_began, nodes=[node], phase=WAIT_ADMIT_GATE)
+            stop, gate_report = self._hold(run, node, since, call_began)
             if stop is not None:
                 return {**stop, "node": node, "admitted": False}
         since = self._since(resume, WAIT_ADMIT)
@@ -750,7 +550,7 @@ class Rolling:
         while True:
             window = self.window_state()
             if window is not None and not window["open"]:  # the window closed while the node waited
-                return {**self._stop(run, self.window_stop(window), window, nodes=[node]), "admitted": False}
+                return {**self._stop(run, self.window_stop(window), node, window), "node": node, "admitted": False}
             began = self.clock()
             report = self._pass()
             changed = report is not None and report.changed
@@ -766,7 +566,7 @@ class Rolling:
                 gone = bool(self.requests.unknown_nodes([node])) if listed is None or node not in listed else False
                 stopped = self.load().stopped
                 if stopped is not None and not gone:
-                    return {**self._stop(run, stopped, nodes=[node]), "node": node, "admitted": False}
+                    return {**self._stop(run, stopped, node), "node": node, "admitted": False}
             if gone:
                 self.requests.absent([node])
                 run = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))[0]
@@ -778,9 +578,7 @@ class Rolling:
                 gate_look = self.monotonic() + gates.interval
                 if self.blockers([node]):
                     self._give_back([node])
-                    stop, gate_report = self._hold(
-                        run, [node], self.clock(), call_began, nodes=[node], phase=WAIT_ADMIT_GATE
-                    )
+                    stop, gate_report = self._hold(run, node, self.clock(), call_began)
                     if stop is not None:
                         return {**stop, "node": node, "admitted": False}
                     since, deadline = self.clock(), self._deadline(self.clock(), opts.wave_timeout)
@@ -791,7 +589,7 @@ class Rolling:
                 # request again for a node another host of it admitted (and released) meanwhile
                 now_on_record = self.load()
                 if now_on_record.stopped is not None:
-                    return {**self._stop(run, now_on_record.stopped, nodes=[node]), "node": node, "admitted": False}
+                    return {**self._stop(run, now_on_record.stopped, node), "node": node, "admitted": False}
                 if now_on_record.nodes[node].state != core.PENDING:
                     return self._admitted(now_on_record, node, changed=False)
                 self.requests.present([node], checked=True)
@@ -811,7 +609,7 @@ class Rolling:
                 run, (batch, opened) = self.update(take)
                 if batch is None and run.nodes[node].state == core.PENDING:
                     if run.stopped is not None:
-                        return {**self._stop(run, run.stopped, nodes=[node]), "node": node, "admitted": False}
+                        return {**self._stop(run, run.stopped, node), "node": node, "admitted": False}
                     return self._give_up(node, abort=True)  # the failures went over the budget
                 admitted = self._admitted(run, node, changed=self.wrote, admitted=self.wrote)
                 return {**admitted, "opened": self.wrote and opened, "gates": gate_report}
@@ -1102,21 +900,15 @@ class Rolling:
         }
 
     def _hold(
-        self,
-        run: core.RunRecord,
-        pending: list[str],
-        since: float,
-        began: float,
-        nodes: Sequence[str] | None = None,
-        phase: str = WAIT_GATE,
+        self, run: core.RunRecord, node: str, since: float, began: float
     ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """Before anything that could schedule: the window, then the gates, checked again every gate interval
-        while they block, up to the gate timeout from ``since`` (when the gate wait began, on the wall clock).
-        (a result that stops the run or hands the wait back as ``phase``, or None; what the gates did). A stop
-        takes back the requests of ``nodes`` (default: every pending node)."""
+        """Before anything that could schedule ``node``: the window, then the gates, checked again every gate
+        interval while they block, up to the gate timeout from ``since`` (when the gate wait began, on the wall
+        clock). (a result that stops the run or hands the wait back, or None; what the gates did). A stop takes back
+        the node's request."""
         window = self.window_state()
         if window is not None and not window["open"]:
-            return self._stop(run, self.window_stop(window), window=window, nodes=nodes), {}
+            return self._stop(run, self.window_stop(window), node, window), {}
         gates = self.options.gates
         if gates is None or not gates.active:
             return None, {}
@@ -1124,7 +916,7 @@ class Rolling:
         seen: dict[str, None] = {}
         checks = 0
         while True:
-            blockers = self.blockers(pending)
+            blockers = self.blockers([node])
             checks += 1
             report = {"checks": checks, "waited": round(max(0.0, self.clock() - since), 1), "blocked_by": list(seen)}
             if not blockers:
@@ -1140,33 +932,31 @@ class Rolling:
                     "to go on once it is clear.",
                     "blockers": [b.as_dict() for b in blockers],
                 }
-                return self._stop(run, stopped, window=window, nodes=nodes), {**report, "blocked_by": list(seen)}
-            if nodes is not None:  # another node's step may have stopped the run meanwhile
-                on_record = self.load().stopped
-                if on_record is not None:
-                    return self._stop(run, on_record, window=window, nodes=nodes), {**report, "blocked_by": list(seen)}
+                return self._stop(run, stopped, node, window), {**report, "blocked_by": list(seen)}
+            on_record = self.load().stopped  # another node's step may have stopped the run meanwhile
+            if on_record is not None:
+                return self._stop(run, on_record, node, window), {**report, "blocked_by": list(seen)}
             if self._progress_due(began):
                 message = f"the next wave waits for its gates: {gatecore.summarize(blockers)}"
                 waiting = self._waiting(
                     run,
-                    phase,
+                    WAIT_ADMIT_GATE,
                     since,
                     gates.timeout,
                     message,
-                    None if nodes is None else {"node": nodes[0], "admitted": False, "wave": None, "abort": False},
-                    resume_nodes=nodes or (),
+                    {"node": node, "admitted": False, "wave": None, "abort": False},
+                    resume_nodes=[node],
                     blockers=[b.as_dict() for b in blockers],
                 )
                 return waiting, {**report, "blocked_by": list(seen)}
             self._waiter.wait(min(gates.interval, remaining, self._until_progress(began)))
             window = self.window_state()
             if window is not None and not window["open"]:
-                stop = self._stop(run, self.window_stop(window), window=window, nodes=nodes)
-                return stop, {**report, "blocked_by": list(seen)}
+                return self._stop(run, self.window_stop(window), node, window), {**report, "blocked_by": list(seen)}
 
-    def blockers(self, pending: Sequence[str], own: bool | None = None) -> list[gatecore.Blocker]:
-        """What blocks the next wave now, by every gate (reads only); with ``own`` (by default in a node's step),
-        what blocks the nodes ``pending`` themselves, whether or not the scheduler would take them next."""
+    def blockers(self, nodes: Sequence[str]) -> list[gatecore.Blocker]:
+        """What blocks the admission of ``nodes`` now, by every gate (reads only); the pod gate looks at the pods on
+        these nodes (or, with the scope ``cluster``, anywhere)."""
         gates = self.options.gates
         out: list[gatecore.Blocker] = []
         if gates is None:
@@ -1174,11 +964,8 @@ class Rolling:
         if gates.check_failure:
             out.append(gatecore.Blocker("tasks", f"the gate tasks failed: {gates.check_failure}"))
         if gates.pod_selector:
-            # for a node's own step, its node, whether or not the scheduler would take it next
-            scope = list(pending) if (self._per_node if own is None else own) else self.candidates(pending)
-            nodes = None if gates.pod_scope == "cluster" else scope
             pods = self.client.list(PODS, label_selector=gates.pod_selector)["items"]
-            out += gatecore.blocking_pods(pods, nodes)
+            out += gatecore.blocking_pods(pods, None if gates.pod_scope == "cluster" else list(nodes))
         if gates.prometheus_url and self.fetch_alerts is None:  # fail safe, as when Prometheus does not answer
             out.append(gatecore.Blocker("alerts", "no Prometheus client was given; the alert gate blocks"))
         elif gates.prometheus_url and self.fetch_alerts is not None:
@@ -1192,40 +979,17 @@ class Rolling:
                 out += gatecore.blocking_alerts(alerts, gates.alert_filter, gates.pending_alerts)
         return out
 
-    def candidates(self, pending: Sequence[str]) -> list[str]:
-        """The run's nodes that the next wave may take: those whose request the scheduler already admitted, those
-        the next scheduling pass would admit (a pass in check mode: reads only), and those without a request."""
-        phases, objects = self._phases(pending)
-        out = {n for n in pending if phases[n] is None or phases[n] not in ("", lc.PHASE_PENDING)}
-        planner = self.reconciler or Reconciler(
-            self.client, self.options.reconcile or ReconcileOptions(namespace=self.options.namespace)
-        )
-        hold, planner.schedule_new = planner.schedule_new, True
-        try:
-            chosen = set(planner.run_pass(check_mode=True).scheduled)
-        finally:
-            planner.schedule_new = hold
-        out.update(n for n, obj in objects.items() if key_of(obj) in chosen)
-        return sorted(out)
-
     def _stop(
-        self,
-        run: core.RunRecord,
-        stopped: dict[str, Any],
-        window: dict[str, Any] | None = None,
-        nodes: Sequence[str] | None = None,
+        self, run: core.RunRecord, stopped: dict[str, Any], node: str, window: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Stop the run before a new wave: give back the requests of every node still pending (of ``nodes`` when
-        given: an admit stops for its own node), so that nothing is cordoned or drained for this run while it
-        stands still (a node already prepared is uncordoned), and say why. The same command goes on later: start
-        requests them again."""
+        """Stop the run before ``node`` is admitted: record the stop (the first one stays) for every node's step,
+        give the node's request back while it is pending, so that nothing is cordoned or drained for this run while
+        it stands still (a node already prepared is uncordoned), and say why. The same command goes on later: start
+        requests the nodes again."""
         if self.reconciler is not None:
             self.reconciler.schedule_new = False
-        if nodes is not None:  # an admit's stop: the record as it is now (other hosts write it too)
-            run = self.load()
-        pending = run.in_state(core.PENDING)
-        if nodes is not None:
-            pending = [n for n in pending if n in nodes]
+        run = self.load()  # the record as it is now (other hosts write it too)
+        pending = [node] if node in run.in_state(core.PENDING) else []
         actions = self.requests.absent(pending) if pending else []
         if actions and not self.requests.wait(
             actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
@@ -1238,19 +1002,14 @@ class Rolling:
         self._warn_kept(actions)
         withdrawn = sorted(a.node for a in actions if a.action in (DELETED, LEFT))
 
-        def withdraw(r: core.RunRecord) -> None:  # on record for every node's step (the first stop stays)
+        def withdraw(r: core.RunRecord) -> None:
             core.withdraw(r, pending)
             core.record_stop(r, stopped, self.clock())
 
-        if nodes is None:  # next_wave: the run's only step that admits; the playbook of waves stops with it
-            core.withdraw(run, pending)
-            self.save(run)
-        else:
-            run = self.update(withdraw)[0]
+        run = self.update(withdraw)[0]
         return {
             "changed": bool(withdrawn),
             "wave": None,
-            "nodes": [],
             "done": False,
             "abort": False,
             "stopped": stopped,
@@ -1309,17 +1068,15 @@ class Rolling:
             for n in sorted(left)
         }, []
 
-    def _release(self, run: core.RunRecord, nodes: Sequence[str], done: Sequence[str] = ()) -> list[str]:
-        """Give the requests back and wait until they are gone (the node uncordoned); record them."""
+    def _release(self, run: core.RunRecord, nodes: Sequence[str]) -> list[str]:
+        """Give the interrupted nodes' requests back and wait until they are gone (the nodes uncordoned); record
+        them."""
         if not nodes:
             return []
         self._give_back(nodes)
         now = self.clock()
         for node in nodes:
-            if node in done:
-                core.mark_done(run, node, now)
-            else:
-                core.mark_released(run, node, now)
+            core.mark_released(run, node, now)
         return list(nodes)
 
     def _give_back(self, nodes: Sequence[str]) -> None:
@@ -1391,12 +1148,6 @@ class Rolling:
 def start_changed(plan: core.StartPlan, actions: Sequence[Action]) -> bool:
     """Whether a start step changes (or, in check mode, would change) anything."""
     return bool(plan.added or plan.release or plan.fail or plan.rerun) or any(a.action != UNCHANGED for a in actions)
-
-
-def finish_changed(outcomes: core.Outcomes) -> bool:
-    """Whether a finish step changes (or, in check mode, would change) anything: it records and releases the
-    nodes of the wave, and every node of the wave has an outcome (reported or not)."""
-    return bool(outcomes.succeeded or outcomes.failed)
 
 
 def _set_condition(obj: dict[str, Any], status: str, reason: str, message: str, now: str) -> bool:

@@ -1,6 +1,6 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A rolling maintenance run in waves: its record, the choice of each wave, outcomes and the summary.
+"""A rolling maintenance run: its record, each node's admission (in admission batches), outcomes and the summary.
 
 Pure: no I/O and no clock; times are seconds since the epoch given by the caller. The engine
 (``engines/rolling.py``) keeps the record in a ConfigMap, so a run that dies at any moment is picked up
@@ -8,13 +8,14 @@ by the next one from what the cluster holds.
 
 One record per target node, in one of these states:
 
-``pending``      requested; waits for the scheduler and the drain, then for its wave
-``maintaining``  in a wave: its maintenance tasks were handed out (recorded before they start)
+``pending``      requested; waits for the scheduler and the drain, then for its admission
+``maintaining``  admitted (in an admission batch, its ``wave``): its maintenance tasks were handed out (recorded
+                 before they start)
 ``done``         maintained, back Ready in Kubernetes, its request released
 ``failed``       its maintenance failed or it did not come back: left cordoned (RequestorFailed) for a person
-``interrupted``  a run died while the node was in its wave; released without running the maintenance again
+``interrupted``  a run died while the node was in its maintenance; released without running it again
 
-A node is handed to the maintenance tasks at most once: only ``pending`` nodes join a wave, and the
+A node is handed to the maintenance tasks at most once: only ``pending`` nodes are admitted, and the
 record says ``maintaining`` before the tasks run. What a later run does with a node left ``maintaining``
 is the interrupted policy: ``release`` (default), ``rerun`` or ``fail``.
 """
@@ -346,15 +347,7 @@ def _requeue(record: NodeRecord, message: str, now: float) -> None:
     record.began = record.ended = None
 
 
-# ------------------------------------------------------------------------------------------ waves
-@dataclass
-class WaveDecision:
-    action: str  # "take", "wait" or "done"
-    nodes: list[str] = field(default_factory=list)  # the wave, with "take"
-    busy: list[str] = field(default_factory=list)  # admitted, still on the way to Ready
-    queued: list[str] = field(default_factory=list)  # not admitted yet (Pending, or no request)
-
-
+# ------------------------------------------------------------------------------------- admissions
 def observe(run: RunRecord, phases: Mapping[str, str | None], now: float, since: float | None = None) -> None:
     """Note when each pending node was first seen admitted and drained (``phases``: node -> Ready reason,
     "" before the first pass, None when the node has no request).
@@ -368,25 +361,6 @@ def observe(run: RunRecord, phases: Mapping[str, str | None], now: float, since:
             record.admitted = record.admitted or (now if since is None else min(since, now))
         if phase in DRAINED_PHASES:
             record.ready = record.ready or now
-
-
-def choose_wave(run: RunRecord, phases: Mapping[str, str | None], now: float, gather: float) -> WaveDecision:
-    """The next wave: every pending node whose request is drained, once none of ours is still on its way
-    (cordon, wait, drain), or ``gather`` seconds after the first became ready, whichever comes first.
-
-    Call :func:`observe` first. The limits are the scheduler's: this only decides when to stop collecting.
-    """
-    pending = run.in_state(PENDING)
-    if not pending:
-        return WaveDecision("done")
-    ready = [n for n in pending if phases.get(n) in DRAINED_PHASES]
-    busy = [n for n in pending if phases.get(n) in ACTIVE_PHASES]
-    queued = [n for n in pending if n not in ready and n not in busy]
-    if ready:
-        first = min(run.nodes[n].ready or now for n in ready)
-        if not busy or now - first >= gather:
-            return WaveDecision("take", ready, busy, queued)
-    return WaveDecision("wait", [], busy, queued)
 
 
 STOP_BLOCKERS_KEPT = 5  # the blockers a recorded stop keeps
@@ -409,28 +383,12 @@ def record_stop(run: RunRecord, stopped: Mapping[str, Any], now: float) -> dict[
 
 
 def withdraw(run: RunRecord, nodes: Iterable[str]) -> None:
-    """The run stopped before their wave (window closed, gate blocked) and gave their requests back: they stay
+    """The run stopped before their admission (window closed, gate blocked) and gave their requests back: they stay
     pending, to be requested, admitted and drained afresh when the run goes on."""
     for node in nodes:
         record = run.nodes.get(node)
         if record is not None and record.state == PENDING:
             record.admitted = record.ready = None
-
-
-def start_wave(run: RunRecord, nodes: Iterable[str], now: float) -> int:
-    """Record ``nodes`` as handed to the maintenance tasks in a new wave; returns its number."""
-    wave = run.last_wave + 1
-    chosen = list(dict.fromkeys(nodes))
-    for node in chosen:  # all or nothing
-        record = run.nodes.get(node)
-        if record is None or record.state != PENDING:
-            raise RollingError(
-                f"{node} is {record.state if record else 'not in the run'}, not pending; it cannot join a wave"
-            )
-    for node in chosen:
-        record = run.nodes[node]
-        record.state, record.wave, record.started = MAINTAINING, wave, now
-    return wave
 
 
 def admit(
@@ -499,49 +457,6 @@ def node_outcome(
 
 
 # --------------------------------------------------------------------------------------- outcomes
-@dataclass
-class Outcomes:
-    succeeded: list[str]  # tasks passed: wait for Ready, then release
-    failed: dict[str, str]  # node -> why
-
-
-def sort_outcomes(
-    run: RunRecord,
-    succeeded: Iterable[str],
-    failed: Mapping[str, str],
-    now: float,
-    timings: Mapping[str, Sequence[float]] | None = None,
-) -> Outcomes:
-    """Match what the tasks reported to the nodes in their wave. A node of the wave that reported neither
-    (unreachable, or its tasks stopped) has failed; a report for a node not in a wave is an error.
-    ``timings``: node -> (began, ended) of its maintenance tasks, kept for the summary."""
-    maintaining = set(run.in_state(MAINTAINING))
-    for node, span in (timings or {}).items():
-        if node in maintaining and len(span) == 2 and span[0] <= span[1]:
-            run.nodes[node].began, run.nodes[node].ended = float(span[0]), float(span[1])
-    unknown = sorted((set(succeeded) | set(failed)) - maintaining)
-    if unknown:
-        raise RollingError(f"not in the current wave: {', '.join(unknown)}")
-    bad = {n: (str(m) or "the maintenance failed") for n, m in failed.items()}
-    good = sorted(set(succeeded) - set(bad))
-    for node in sorted(maintaining - set(good) - set(bad)):
-        bad[node] = "no result from its maintenance tasks (host unreachable, or its tasks stopped)"
-    for node in maintaining:
-        run.nodes[node].finished = now
-    return Outcomes(good, dict(sorted(bad.items())))
-
-
-def recorded_outcomes(run: RunRecord) -> Outcomes:
-    """The outcome of the current wave as a finish that stopped to report progress left it on record: the wave's
-    nodes still ``maintaining`` whose outcome was reported (``finished``) succeeded and wait for Ready; the wave's
-    ``failed`` ones failed."""
-    wave = run.last_wave
-    mine = {node: record for node, record in run.nodes.items() if wave and record.wave == wave}
-    good = sorted(n for n, r in mine.items() if r.state == MAINTAINING and r.finished is not None)
-    failed = {n: r.message for n, r in sorted(mine.items()) if r.state == FAILED}
-    return Outcomes(good, failed)
-
-
 def mark_done(run: RunRecord, node: str, now: float) -> None:
     record = run.nodes[node]
     record.state, record.back = DONE, now
@@ -584,8 +499,8 @@ def _span(start: float | None, end: float | None) -> float | None:
 
 
 def summary_rows(run: RunRecord) -> list[dict[str, Any]]:
-    """Per node, in wave order: its wave, how long it waited for the scheduler, drained, was maintained and
-    took to come back, and the outcome."""
+    """Per node, in the order of the admission batches: its batch (``wave``), how long it waited for the
+    scheduler, drained, was maintained and took to come back, and the outcome."""
     rows = []
     for record in sorted(run.nodes.values(), key=lambda r: (r.wave or 1 << 30, r.node)):
         rows.append(

@@ -603,7 +603,7 @@ def simulate_rollout(
     if waiting:
         passes = _ReleasedPasses(released, waiting.values(), config)
         while waiting:
-            chosen = passes.next_wave()
+            chosen = passes.next_pass()
             if not chosen:  # the cluster no longer changes: say why each request left waits
                 never = _schedule(released, waiting, config).decisions
                 break
@@ -622,7 +622,7 @@ _Ranked = tuple[int, _Order]
 
 
 class _ReleasedPasses:
-    """The passes of a rollout after the first, one :meth:`next_wave` per pass, each with the result
+    """The passes of a rollout after the first, one :meth:`next_pass` per pass, each with the result
     ``_schedule(released, waiting, config)`` has for the requests still waiting.
 
     After the first pass nothing is in progress and the nodes keep the availability of the released cluster,
@@ -702,7 +702,7 @@ class _ReleasedPasses:
         for heap in self.top:
             heapify(heap)
 
-    def next_wave(self) -> tuple[MaintenanceRequest, ...]:
+    def next_pass(self) -> tuple[MaintenanceRequest, ...]:
         """The requests the next pass schedules, in ranked order; () when it schedules none. Completes and
         releases them: the pass after this one no longer has them."""
         head = self.head

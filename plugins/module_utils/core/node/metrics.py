@@ -480,23 +480,23 @@ def rolling_figures(result: Mapping[str, Any], now: float) -> Exposition:
         out.add(ROLLING["nodeops_rolling_complete"], bool(result["complete"]), run)
     if "abort" in result:
         out.add(ROLLING["nodeops_rolling_aborted"], bool(result["abort"]), run)
-    rows = result.get("nodes") or []
-    if rows and all(isinstance(row, Mapping) for row in rows):  # the summary step's rows (next_wave: names)
-        lengths: dict[int, float] = {}
-        outcomes: dict[tuple[int, str], int] = {}
-        for row in rows:
-            wave = row.get("wave")
-            if wave is None:
-                continue
-            spans = [row.get(key) for key in ("drained", "maintained", "back")]
-            length = sum(_number(span, f"nodes[{row.get('node')}]") for span in spans if span is not None)
-            lengths[wave] = max(lengths.get(wave, 0.0), float(length))
-            key = (wave, str(row.get("outcome")))
-            outcomes[key] = outcomes.get(key, 0) + 1
-        for wave, length in sorted(lengths.items()):
-            out.add(ROLLING["nodeops_rolling_wave_duration_seconds"], length, {**run, "wave": wave})
-        for (wave, outcome), count in sorted(outcomes.items()):
-            out.add(ROLLING["nodeops_rolling_wave_nodes"], count, {**run, "wave": wave, "outcome": outcome})
+    lengths: dict[int, float] = {}
+    outcomes: dict[tuple[int, str], int] = {}
+    for row in result.get("nodes") or []:  # the summary step's rows
+        if not isinstance(row, Mapping):
+            raise MetricsError("nodes: every entry must be a mapping (the summary step's rows).")
+        wave = row.get("wave")
+        if wave is None:
+            continue
+        spans = [row.get(key) for key in ("drained", "maintained", "back")]
+        length = sum(_number(span, f"nodes[{row.get('node')}]") for span in spans if span is not None)
+        lengths[wave] = max(lengths.get(wave, 0.0), float(length))
+        key = (wave, str(row.get("outcome")))
+        outcomes[key] = outcomes.get(key, 0) + 1
+    for wave, length in sorted(lengths.items()):
+        out.add(ROLLING["nodeops_rolling_wave_duration_seconds"], length, {**run, "wave": wave})
+    for (wave, outcome), count in sorted(outcomes.items()):
+        out.add(ROLLING["nodeops_rolling_wave_nodes"], count, {**run, "wave": wave, "outcome": outcome})
     out.add(ROLLING["nodeops_rolling_last_push_timestamp_seconds"], float(now), run)
     return out
 
