@@ -9,8 +9,8 @@ process per call would make cost several times the CPU.
 
 What it imports, it imports at the top: Ansible's strategies load an action's class in ``ansible-playbook``'s own
 process (to read ``BYPASS_HOST_LOOP``) before they fork a worker for a task, so the engine is imported once per run
-and each worker starts with it, where an import inside a task cost each admit and release its own (a fifth of the
-workers' CPU in a 200-node run)."""
+and each worker starts with it, where an import inside a task cost each admit and release its own (three fifths
+of the workers' CPU in a 200-node run)."""
 
 from __future__ import annotations
 
