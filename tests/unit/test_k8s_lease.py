@@ -161,3 +161,47 @@ def test_the_renewer_stops_when_someone_else_took_the_lease() -> None:
             time.sleep(0.05)
     assert reports == ["Lease ns/l was lost during the pass; it stopped writing."]
     assert not lease.held
+
+
+def test_a_holder_hands_the_lease_straight_to_the_waiter_that_asked_and_to_no_one_else() -> None:
+    store = LeaseStore()
+    clock = [1000.0]
+    holder = Lease(store, "l", "ns", "d1-driver", duration=60, clock=lambda: clock[0])  # type: ignore[arg-type]
+    waiter = Lease(store, "l", "ns", "d2-driver", duration=60, clock=lambda: clock[0])  # type: ignore[arg-type]
+    other = Lease(store, "l", "ns", "a-node-step", duration=60, clock=lambda: clock[0])  # type: ignore[arg-type]
+    assert holder.acquire(0)
+    assert holder.asked(10.0) is None
+    assert not waiter.acquire(0, ask=True)  # busy: it asks to be next
+    assert holder.renew()  # a renewal keeps the ask
+    clock[0] += 4.0
+    assert holder.asked(10.0) == "d2-driver" and holder.asked(3.0) is None  # asked 4 s ago
+    holder.hand_over_within = 10.0
+    assert holder.release()
+    spec = store.leases["l"]["spec"]
+    assert spec["holderIdentity"] == "d2-driver" and spec["leaseTransitions"] == 1
+    assert not other.try_acquire()  # no one gets in between
+    assert waiter.try_acquire() and waiter.held  # the waiter finds itself the holder and confirms it
+    assert "maintenance.nodeops.io/next-holder" not in (store.leases["l"]["metadata"].get("annotations") or {})
+
+
+def test_an_ask_too_old_or_its_own_hands_the_lease_to_no_one() -> None:
+    store = LeaseStore()
+    clock = [1000.0]
+    holder = Lease(store, "l", "ns", "d1-driver", duration=60, clock=lambda: clock[0])  # type: ignore[arg-type]
+    waiter = Lease(store, "l", "ns", "d2-driver", duration=60, clock=lambda: clock[0])  # type: ignore[arg-type]
+    assert holder.acquire(0)
+    waiter.ask()
+    clock[0] += 30.0  # the waiter stopped asking (gone, say): handing it over would leave the Lease to no one
+    holder.hand_over_within = 10.0
+    assert holder.release()
+    assert store.leases["l"]["spec"]["holderIdentity"] is None
+    assert holder.acquire(0) and holder.asked(10.0) is None  # the old ask does not count
+    holder.ask()  # a holder does not ask for what it holds: the note stays the waiter's old one
+    assert holder.asked(float("inf")) == "d2-driver"
+    clock[0] += 1.0
+    waiter.ask()
+    holder.renew()
+    assert holder.asked(10.0) == "d2-driver"
+    holder.hand_over_within = 0.0  # not handing over (the driver sets it only at the end of its turn)
+    holder.release()
+    assert store.leases["l"]["spec"]["holderIdentity"] is None

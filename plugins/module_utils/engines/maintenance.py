@@ -231,12 +231,13 @@ class Reconciler:
 
     # -- the pass ------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def holding(self) -> Iterator[bool]:
+    def holding(self, ask: bool = False) -> Iterator[bool]:
         """Hold the Lease across the passes run within the block (a process that runs pass after pass, such as a
         rolling run's driver, instead of taking it for each): yields whether it got the Lease (waiting up to
         ``lease_wait``). It is renewed from a thread all along; a pass that finds it lost reports ``lease_lost``
-        and the block should end. Given back at the end."""
-        if not self.lease.acquire(self.options.lease_wait):
+        and the block should end. Given back at the end (handed over, with ``Lease.hand_over_within``). With
+        ``ask``, a wait for the Lease asks its holder to hand it over (see ``Lease.ask``)."""
+        if not self.lease.acquire(self.options.lease_wait, ask=ask):
             yield False
             return
         try:

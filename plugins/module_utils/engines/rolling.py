@@ -75,11 +75,12 @@ LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease b
 NODE_LOOK = 5.0  # seconds between two checks by admit that the Node of a request still waiting is there
 DRIVER_TURN = 5.0  # the longest a driver waits for the Lease (or after an error) before it looks at its run again
 DRIVER_RECORD_LOOK = 2.0  # seconds between two reads of the run's record by its driver
-# A driver's turn: it holds the Lease for at most DRIVER_HOLD seconds, then leaves it alone for DRIVER_GAP seconds
-# (longer than the pause between two tries of a waiting driver), so that the driver of another run of the same
-# config, whose namespace this driver's passes do not serve, gets its turn instead of waiting for this run's end.
+# A driver's turn: every DRIVER_HOLD seconds it looks whether another driver asked for the Lease (in the last
+# DRIVER_ASKED seconds: a waiting driver asks again every DRIVER_TURN) and hands it over then, so that the driver of
+# another run of the same config, whose namespace its passes do not serve, gets its turn instead of waiting for
+# this run's end.
 DRIVER_HOLD = 10.0
-DRIVER_GAP = 1.5
+DRIVER_ASKED = 2 * DRIVER_TURN
 
 
 @dataclass
@@ -795,9 +796,10 @@ class Rolling:
         namespaces of other configs being theirs. The driver is not needed for safety or for progress: without it
         (never started, killed: its Lease runs out) the nodes' steps run the passes themselves, as before. Another
         holder of the Lease (another run's driver, a scheduled reconcile) serves this run's requests too; the
-        driver waits for its turn. Turns: it gives the Lease back every DRIVER_HOLD seconds for DRIVER_GAP, so that
-        the driver of a run of the same config in another namespace (which its passes do not serve) is not kept
-        waiting until this run ends. A stopped run's driver ends once no node of it is maintaining."""
+        driver waits for its turn, and asks for it on the Lease. Turns: every DRIVER_HOLD seconds it looks whether
+        another driver asked, and hands the Lease over to it then (straight, so no node's step takes it in between),
+        so that the driver of a run of the same config in another namespace (which its passes do not serve) is not
+        kept waiting until this run ends. A stopped run's driver ends once no node of it is maintaining."""
         if self.reconciler is None:
             return {"changed": False, "passes": 0, "errors": [], **self.status(self.load())}
         options = self.reconciler.options
@@ -823,24 +825,27 @@ class Rolling:
             return finished or not alive()
 
         while not ended():
-            had_turn = False
             try:
-                with reconciler.holding() as held:
-                    turn_ends = self.monotonic() + DRIVER_HOLD
-                    while held and not ended() and self.monotonic() < turn_ends:
-                        had_turn = True
+                with reconciler.holding(ask=True) as held:
+                    look_at_turn = self.monotonic() + DRIVER_HOLD
+                    while held and not ended():
                         report = reconciler.run_pass()
                         passes += 1
                         changed = changed or report.changed
                         errors = [e["error"] for e in report.errors][-NAMES_SHOWN:] or errors
                         if report.lease_lost:
                             break
+                        if self.monotonic() >= look_at_turn:
+                            look_at_turn = self.monotonic() + DRIVER_HOLD
+                            if reconciler.lease.asked(DRIVER_ASKED) is not None:  # handed over as the block ends
+                                reconciler.lease.hand_over_within = DRIVER_ASKED
+                                break
                         self._pause(report.changed, self.monotonic() + self.options.interval)
             except (K8sError, ReconcileError) as exc:  # the API away, a bad config: tried again, as an operator does
                 errors = [*errors, str(exc)][-NAMES_SHOWN:]
                 self._waiter.wait(DRIVER_TURN)
-            if had_turn and not ended():  # the Lease given back: another run's driver may take its turn now
-                self._waiter.wait(DRIVER_GAP)
+            finally:
+                reconciler.lease.hand_over_within = 0.0
         try:
             status = self.status(self.load())
         except (K8sError, RequestError):

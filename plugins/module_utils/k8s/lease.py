@@ -33,6 +33,8 @@ from .errors import Conflict, K8sError, NotFound
 #: Share of the Lease's duration during which a holder counts on it after its last acquire or renewal; the
 #: rest is the margin for other processes' clocks and for a write already under way.
 VALID_FRACTION = 0.8
+# A waiter that wants the Lease handed to it when its holder gives it up (see Lease.ask): "<identity> <epoch>"
+NEXT_HOLDER = "maintenance.nodeops.io/next-holder"
 #: Seconds one attempt of a write may take to connect (the client's connect timeout): a guarded write is not
 #: tried again later than this before the hold runs out. The rest of the margin (``1 - VALID_FRACTION`` of the
 #: duration, 12 s of 60) covers other processes' clocks.
@@ -87,6 +89,8 @@ class Lease:
         #: wall time at which the other holder's hold seen by the last failed attempt runs out, unless renewed
         self.holder_expires: float | None = None
         self.valid_until = 0.0  # self.monotonic() until which the hold is shown
+        # when it gives the Lease up: hand it to the waiter that asked within this many seconds (0: to no one)
+        self.hand_over_within = 0.0
         self._stop = threading.Event()
 
     def _confirmed(self, started: float) -> None:
@@ -112,7 +116,39 @@ class Lease:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if current:
             meta = dict(current["metadata"])
+            if self.asker(current, float("inf")) == self.identity:  # its own ask is answered
+                meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != NEXT_HOLDER}
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+
+    def asker(self, lease: dict[str, Any], within: float) -> str | None:
+        """The identity that asked for ``lease`` (see :meth:`ask`) at most ``within`` seconds ago, if any."""
+        note = ((lease.get("metadata") or {}).get("annotations") or {}).get(NEXT_HOLDER) or ""
+        identity, _, at = note.rpartition(" ")
+        try:
+            asked = float(at)
+        except ValueError:
+            return None
+        return identity if identity and self.clock() - asked <= within else None
+
+    def ask(self) -> None:
+        """As a waiter: note on the Lease that this identity wants it next, for a holder that hands it over (see
+        :meth:`asked`). One conditional write, at most; a holder's renewal in between, or an error, leaves it for
+        the next ask."""
+        try:
+            current = self.client.get(LEASES, self.name, self.namespace)
+            if (current.get("spec") or {}).get("holderIdentity") in (None, "", self.identity):
+                return
+            meta = dict(current["metadata"])
+            meta["annotations"] = {**(meta.get("annotations") or {}), NEXT_HOLDER: f"{self.identity} {self.clock()}"}
+            self.client.replace(LEASES, {**current, "metadata": meta})
+        except K8sError:  # Conflict, NotFound, the API away: asked again later
+            return
+
+    def asked(self, within: float) -> str | None:
+        """As the holder: the identity of another that asked for the Lease within ``within`` seconds (one read)."""
+        current = self.client.get(LEASES, self.name, self.namespace)
+        asker = self.asker(current, within)
+        return asker if asker != self.identity else None
 
     def expires(self, lease: dict[str, Any]) -> float | None:
         """The wall time at which ``lease``'s hold runs out unless renewed (None: no holder, or no time)."""
@@ -152,12 +188,16 @@ class Lease:
         self._confirmed(started)
         return True
 
-    def acquire(self, wait: float, interval: float = 0.5) -> bool:
-        """Try until held or ``wait`` seconds have passed (polling with a deadline)."""
+    def acquire(self, wait: float, interval: float = 0.5, ask: bool = False) -> bool:
+        """Try until held or ``wait`` seconds have passed (polling with a deadline); with ``ask``, once another
+        holds it, ask to be handed it next (see :meth:`ask`)."""
         deadline = time.monotonic() + wait
         while True:
             if self.try_acquire():
                 return True
+            if ask:
+                self.ask()
+                ask = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
@@ -242,9 +282,18 @@ class Lease:
         spec = dict(current.get("spec") or {})
         if spec.get("holderIdentity") != self.identity:
             return
-        spec["holderIdentity"] = None
-        spec.pop("renewTime", None)
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": current["metadata"], "spec": spec}
+        meta = dict(current["metadata"])
+        nxt = self.asker(current, self.hand_over_within) if self.hand_over_within > 0 else None
+        if nxt is not None and nxt != self.identity:
+            # handed over: the waiter finds itself the holder at its next try, and no one else gets in between
+            now = micro_time(self.clock())
+            spec.update(holderIdentity=nxt, acquireTime=now, renewTime=now)
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k != NEXT_HOLDER}
+        else:
+            spec["holderIdentity"] = None
+            spec.pop("renewTime", None)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
         with contextlib.suppress(Conflict):  # someone took it over after it expired: theirs now
             self.client.replace(LEASES, body)
 
