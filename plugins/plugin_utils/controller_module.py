@@ -41,11 +41,8 @@ class ControllerModule:
     """What the steps use of a K8sModule: ``params``, ``check_mode``, ``client``, ``warn``, ``set_pool_size``,
     ``exit_json``, ``fail_json`` and ``fail_error``."""
 
-    def __init__(
-        self, argument_spec: dict[str, Any], args: Mapping[str, Any], check_mode: bool, lock_dir: str | None = None
-    ) -> None:
+    def __init__(self, argument_spec: dict[str, Any], args: Mapping[str, Any], check_mode: bool) -> None:
         self.check_mode = check_mode
-        self.lock_dir = lock_dir or C.DEFAULT_LOCAL_TMP  # the run's own, which its workers share
         self.warnings: list[str] = []
         self.deprecations: list[dict[str, Any]] = []
         self._pool_size = 10
@@ -72,10 +69,11 @@ class ControllerModule:
                 self.fail_error(exc)
         return self._client
 
-    def record_lock(self, key: str) -> AbstractContextManager[None]:
-        """A lock that every worker of this ``ansible-playbook`` shares (see local_lock): the hosts of a run hold
-        it around each update of the run's record, one after the other."""
-        return local_lock.held(self.lock_dir, key)
+    def record_lock(self, key: str) -> AbstractContextManager[bool]:
+        """A lock that every worker of this ``ansible-playbook`` shares (see local_lock), in its own temporary
+        directory (made once, in ``ansible-playbook``'s process): the hosts of a run hold it around each update of
+        the run's record, one after the other."""
+        return local_lock.held(C.DEFAULT_LOCAL_TMP, key)
 
     def set_pool_size(self, size: int) -> None:
         self._pool_size = size
