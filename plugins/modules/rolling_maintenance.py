@@ -541,7 +541,7 @@ stopped:
       type: str
   sample:
     reason: gate
-    message: "The next wave is blocked (still after 1800s): pod ml/trainer-0 on gpu-07. ..."
+    message: "The next admission is blocked (still after 1800s): pod ml/trainer-0 on gpu-07. ..."
     blockers: [{gate: pods, message: pod ml/trainer-0 on gpu-07, namespace: ml, name: trainer-0, node: gpu-07}]
 withdrawn:
   description: When O(step=admit) stopped, its node if it gave the node's request back (the node stays pending).

@@ -184,7 +184,7 @@ def test_a_long_gate_wait_says_what_it_waits_for_and_the_run_goes_on_once_it_cle
         "rolling_progress_interval": 1,
     }
     output = tmp_path / "playbook.out"
-    progress = "the next wave waits for its gates"
+    progress = "the next admission waits for its gates"
     with output.open("w") as out_file:
         proc = subprocess.Popen(
             with_vars(command(engine, "", tasks, "progress"), variables),
@@ -251,7 +251,7 @@ def test_a_gate_that_blocks_after_the_first_wave_holds_the_next_one_with_progres
         "rolling_progress_interval": 1,
     }
     output = tmp_path / "playbook.out"
-    progress = "the next wave waits for its gates"
+    progress = "the next admission waits for its gates"
     with output.open("w") as out_file:
         proc = subprocess.Popen(
             with_vars(command(engine, "", tasks, "later"), variables),

@@ -149,11 +149,9 @@ def first_play(name: str) -> dict[str, Any]:
 
 
 def internal_vars(name: str) -> dict[str, Any]:
-    """The internal variables (a leading underscore) of the vars and vars files of the playbook's first play: the
-    playbook sets them there (the rest are the defaults of its options), and reads what their values read."""
-    play = first_play(name)
-    found = [load(PLAYBOOKS / f) for f in play.get("vars_files", [])] + [play.get("vars") or {}]
-    return {k: v for one in found for k, v in one.items() if k.startswith("_")}
+    """The internal variables (a leading underscore) of the vars of the playbook's first play: the playbook sets
+    them there (the rest are the defaults of its options), and reads what their values read."""
+    return {k: v for k, v in (first_play(name).get("vars") or {}).items() if k.startswith("_")}
 
 
 # -- the specs, statically -----------------------------------------------------------------------------------
@@ -164,7 +162,7 @@ def test_every_playbook_file_belongs_to_a_playbook() -> None:
     on_disk = {
         str(p.relative_to(PLAYBOOKS))
         for p in PLAYBOOKS.rglob("*.yml")
-        if not p.name.endswith(".meta.yml") and p.parent.name != "vars"
+        if not p.name.endswith(".meta.yml")
     }
     assert on_disk == listed
     assert {p.name for p in PLAYBOOKS.glob("*.meta.yml")} == {f"{name}.meta.yml" for name in PLAYBOOK_FILES}
@@ -230,9 +228,7 @@ def test_playbook_spec_documents_every_variable_the_playbook_reads(name: str) ->
 def test_playbook_spec_defaults_are_the_values_the_playbook_uses(name: str) -> None:
     play = first_play(name)
     sources: dict[str, list[Any]] = {}
-    for vars_file in play.get("vars_files", []):
-        for option, value in load(PLAYBOOKS / vars_file).items():
-            sources.setdefault(option, []).append(value)
+    assert "vars_files" not in play  # the defaults are play vars (see docs/design-notes.md)
     for option, value in play.get("vars", {}).items():
         sources.setdefault(option, []).append(value)
     text = "\n".join((PLAYBOOKS / f).read_text() for f in PLAYBOOK_FILES[name])

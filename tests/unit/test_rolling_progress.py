@@ -95,7 +95,7 @@ def test_a_gate_wait_is_handed_back_naming_what_blocks_and_keeps_its_timeout(gat
     assert waits, "the gate wait was never handed back"
     first = waits[0]["waiting"]
     assert first["phase"] == "admit_gate" and [b["message"] for b in first["blockers"]] == ["pod apps/trainer on n0"]
-    assert "the next wave waits for its gates" in first["message"]
+    assert "the next admission waits for its gates" in first["message"]
     # the pod never goes: the run stops after the gate timeout, counted from the first call
     assert result["stopped"]["reason"] == "gate" and "still after 100s" in result["stopped"]["message"]
     assert gate_api.now - first["since"] >= 100.0

@@ -931,7 +931,7 @@ class Rolling:
             if gates.check_failure or remaining <= 0:
                 stopped = {
                     "reason": STOP_GATE,
-                    "message": "The next wave is blocked"
+                    "message": "The next admission is blocked"
                     + ("" if gates.check_failure else f" (still after {gates.timeout:g}s)")
                     + f": {gatecore.summarize(blockers)}. Nothing new was cordoned; run the same command again "
                     "to go on once it is clear.",
@@ -942,7 +942,7 @@ class Rolling:
             if on_record is not None:
                 return self._stop(run, on_record, node, window), {**report, "blocked_by": list(seen)}
             if self._progress_due(began):
-                message = f"the next wave waits for its gates: {gatecore.summarize(blockers)}"
+                message = f"the next admission waits for its gates: {gatecore.summarize(blockers)}"
                 waiting = self._waiting(
                     run,
                     WAIT_ADMIT_GATE,
