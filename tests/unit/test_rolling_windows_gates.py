@@ -67,6 +67,7 @@ def test_admit_outside_the_window_gives_the_request_back_and_keeps_the_node_pend
     result = rolling(gate_api, window=CLOSED).admit("n0")
     assert result["admitted"] is False and result["wave"] is None and result["stopped"]["reason"] == "window"
     assert result["withdrawn"] == ["n0"] and result["changed"] is True
+    assert result["state"] == "pending" and result["opened"] is False  # what every admit returns, as documented
     assert gate_api.request("n0") is None
     record = gate_api.record()
     assert {n: r["state"] for n, r in record.items()} == {"n0": "pending", "n1": "pending"}

@@ -1015,6 +1015,8 @@ class Rolling:
         return {
             "changed": bool(withdrawn),
             "wave": None,
+            "opened": False,
+            "state": run.nodes[node].state if node in run.nodes else None,
             "done": False,
             "abort": False,
             "stopped": stopped,
