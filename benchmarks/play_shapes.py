@@ -8,10 +8,11 @@ for by slot files in a temporary directory (taking one is an ``O_EXCL`` create, 
 is measured is Ansible's handling of the hosts and the steps, the part that does not depend on the cluster. Each
 shape runs ``ansible-playbook`` on the same inventory of ``--nodes`` local hosts, one after the other in one run:
 
-* ``waves``: today's shape (``playbooks/rolling_maintenance.yml``): a driver host carries the run from play to
-  play; each wave is a copy of a play (``linear``) whose hosts are the driver and the wave's nodes; a step on the
-  driver takes the next wave's slots, the wave's hosts run the maintenance, a step on the driver gives the slots
-  back. The playbook holds 1000 copies, as the collection's does, and the copies a run does not need match no host.
+* ``waves``: the shape ``playbooks/rolling_maintenance.yml`` had until 2026-12-06 (it is ``pinned-action`` now):
+  a driver host carries the run from play to play; each wave is a copy of a play (``linear``) whose hosts are the
+  driver and the wave's nodes; a step on the driver takes the next wave's slots, the wave's hosts run the
+  maintenance, a step on the driver gives the slots back. The playbook holds 1000 copies, as the collection's did,
+  and the copies a run does not need match no host.
 * ``pinned-action``: one play, ``strategy: host_pinned``: each host takes a slot (waiting for one), runs the
   maintenance and gives its slot back. The steps are controller-side actions (they run in Ansible's worker
   process). ``host_pinned`` keeps the hosts it started going before it starts another, so a host that holds a slot
