@@ -205,3 +205,22 @@ def test_an_ask_too_old_or_its_own_hands_the_lease_to_no_one() -> None:
     holder.hand_over_within = 0.0  # not handing over (the driver sets it only at the end of its turn)
     holder.release()
     assert store.leases["l"]["spec"]["holderIdentity"] is None
+
+
+def test_a_waiter_that_stops_waiting_takes_its_ask_back_and_gives_up_a_lease_handed_to_it_meanwhile() -> None:
+    store = LeaseStore()
+    holder = Lease(store, "l", "ns", "d1-driver", duration=60)  # type: ignore[arg-type]
+    waiter = Lease(store, "l", "ns", "d2-driver", duration=60)  # type: ignore[arg-type]
+    assert holder.acquire(0)
+    waiter.ask()
+    waiter.withdraw()  # its run ended
+    assert holder.asked(10.0) is None
+    waiter.ask()
+    holder.hand_over_within = 10.0
+    assert holder.release()
+    assert store.leases["l"]["spec"]["holderIdentity"] == "d2-driver"
+    waiter.withdraw()  # handed over just as it stopped waiting: given up, not left to run out
+    assert store.leases["l"]["spec"]["holderIdentity"] is None
+    assert holder.acquire(0)
+    waiter.withdraw()  # nothing of its own: the holder's Lease is left alone
+    assert store.leases["l"]["spec"]["holderIdentity"] == "d1-driver"

@@ -846,6 +846,8 @@ class Rolling:
                 self._waiter.wait(DRIVER_TURN)
             finally:
                 reconciler.lease.hand_over_within = 0.0
+        with contextlib.suppress(K8sError):  # no holder hands the Lease to a driver that has ended
+            reconciler.lease.withdraw()
         try:
             status = self.status(self.load())
         except (K8sError, RequestError):

@@ -144,6 +144,31 @@ class Lease:
         except K8sError:  # Conflict, NotFound, the API away: asked again later
             return
 
+    def withdraw(self) -> None:
+        """As a waiter that stops waiting (its run ended): take its ask back, and give up the Lease if a holder
+        handed it over meanwhile, so that no one waits for the Lease of a process that is going away."""
+        for _attempt in range(RENEW_ATTEMPTS):
+            try:
+                current = self.client.get(LEASES, self.name, self.namespace)
+            except NotFound:
+                return
+            meta, spec = dict(current["metadata"]), dict(current.get("spec") or {})
+            changed = False
+            if self.asker(current, float("inf")) == self.identity:
+                meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != NEXT_HOLDER}
+                changed = True
+            if spec.get("holderIdentity") == self.identity and not self.held:  # handed over as it stopped
+                spec["holderIdentity"] = None
+                spec.pop("renewTime", None)
+                changed = True
+            if not changed:
+                return
+            try:
+                self.client.replace(LEASES, {**current, "metadata": meta, "spec": spec})
+            except Conflict:
+                continue
+            return
+
     def asked(self, within: float) -> str | None:
         """As the holder: the identity of another that asked for the Lease within ``within`` seconds (one read)."""
         current = self.client.get(LEASES, self.name, self.namespace)
