@@ -159,11 +159,7 @@ def internal_vars(name: str) -> dict[str, Any]:
 
 def test_every_playbook_file_belongs_to_a_playbook() -> None:
     listed = {f for files in PLAYBOOK_FILES.values() for f in files} | SHARED_FILES
-    on_disk = {
-        str(p.relative_to(PLAYBOOKS))
-        for p in PLAYBOOKS.rglob("*.yml")
-        if not p.name.endswith(".meta.yml")
-    }
+    on_disk = {str(p.relative_to(PLAYBOOKS)) for p in PLAYBOOKS.rglob("*.yml") if not p.name.endswith(".meta.yml")}
     assert on_disk == listed
     assert {p.name for p in PLAYBOOKS.glob("*.meta.yml")} == {f"{name}.meta.yml" for name in PLAYBOOK_FILES}
 
