@@ -123,7 +123,7 @@ class Lease:
     def asker(self, lease: dict[str, Any], within: float) -> str | None:
         """The identity that asked for ``lease`` (see :meth:`ask`) at most ``within`` seconds ago, if any."""
         note = ((lease.get("metadata") or {}).get("annotations") or {}).get(NEXT_HOLDER) or ""
-        identity, _, at = note.rpartition(" ")
+        identity, _sep, at = note.rpartition(" ")
         try:
             asked = float(at)
         except ValueError:
