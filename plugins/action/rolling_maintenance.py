@@ -24,7 +24,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.rolling_steps 
     run,
     run_options,
 )
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils import detach
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import detach, in_process
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.controller_module import (
     ControllerModule,
     Ended,
@@ -74,13 +74,9 @@ class ActionModule(ProgressAction):
     def call(self, args: dict[str, Any], task_vars: dict[str, Any] | None) -> dict[str, Any]:
         if args.get("step") not in CONTROLLER_STEPS:
             return super().call(args, task_vars)
-        # The task's environment, for the client as a module process started by the task would see it: this is
-        # the worker process Ansible forked for this task and host, and it ends with the task.
-        environment: dict[str, Any] = {}
-        self._compute_environment_string(environment)
-        os.environ.update({str(k): str(v) for k, v in environment.items()})
+        in_process.apply_environment(self)
         try:
-            module = ControllerModule(ARGUMENT_SPEC, args, bool(self._play_context.check_mode))
+            module = ControllerModule(ARGUMENT_SPEC, args, bool(self._play_context.check_mode), name=self.MODULE)
             if args.get("step") == "drive" and not module.check_mode:
                 return self._drive(module)
             run(module)

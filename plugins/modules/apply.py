@@ -203,6 +203,8 @@ diff:
         spec: {maxParallelOperations: 1}
 """
 
+from typing import Any
+
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.apply import (
     Applier,
@@ -212,20 +214,21 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.apply impo
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
+ARGUMENT_SPEC: dict[str, Any] = {
+    "definition": {"type": "raw", "required": True},
+    "namespace": {"type": "str"},
+    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    "field_manager": {"type": "str", "default": "nodeops.maintenance"},
+    "force_conflicts": {"type": "bool", "default": False},
+    "wait": {"type": "bool", "default": True},
+    "wait_timeout": {"type": "float", "default": 60},
+}
+CHECKS: dict[str, Any] = {}
 
-def main() -> None:
-    module = K8sModule(
-        argument_spec={
-            "definition": {"type": "raw", "required": True},
-            "namespace": {"type": "str"},
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "field_manager": {"type": "str", "default": "nodeops.maintenance"},
-            "force_conflicts": {"type": "bool", "default": False},
-            "wait": {"type": "bool", "default": True},
-            "wait_timeout": {"type": "float", "default": 60},
-        },
-        supports_check_mode=True,
-    )
+
+def run(module: Any) -> None:
+    """Apply the definition; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     params = module.params
     if params["wait_timeout"] < 0:
         module.fail_json(msg=f"wait_timeout must be 0 or more seconds, not {params['wait_timeout']:g}")
@@ -264,6 +267,10 @@ def main() -> None:
     if module._diff:
         out["diff"] = applier.diffs
     module.exit_json(**out)
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

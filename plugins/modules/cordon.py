@@ -125,6 +125,8 @@ diff:
     after: {gpu-07: {unschedulable: true}}
 """
 
+from typing import Any
+
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance.cordon import (
     CORDONED,
     UNCORDONED,
@@ -138,18 +140,20 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import NotFound
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 
+ARGUMENT_SPEC: dict[str, Any] = {
+    "name": {"type": "list", "elements": "str", "aliases": ["node"]},
+    "node_selector": {"type": "str"},
+    "state": {"type": "str", "choices": [CORDONED, UNCORDONED], "default": CORDONED},
+}
+CHECKS: dict[str, Any] = {
+    "mutually_exclusive": [("name", "node_selector")],
+    "required_one_of": [("name", "node_selector")],
+}
 
-def main() -> None:
-    module = K8sModule(
-        argument_spec={
-            "name": {"type": "list", "elements": "str", "aliases": ["node"]},
-            "node_selector": {"type": "str"},
-            "state": {"type": "str", "choices": [CORDONED, UNCORDONED], "default": CORDONED},
-        },
-        mutually_exclusive=[("name", "node_selector")],
-        required_one_of=[("name", "node_selector")],
-        supports_check_mode=True,
-    )
+
+def run(module: Any) -> None:
+    """Cordon or uncordon; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in the
+    action when the task runs on the controller)."""
     names: list[str] | None = module.params["name"]
     state: str = module.params["state"]
     client = module.client
@@ -202,6 +206,10 @@ def main() -> None:
             "after": {c.name: {"unschedulable": c.after == CORDONED} for c in plan},
         }
     module.exit_json(**result)
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

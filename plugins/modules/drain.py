@@ -295,8 +295,12 @@ ARGUMENT_SPEC: dict[str, Any] = {
 }
 
 
-def main() -> None:
-    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+CHECKS: dict[str, Any] = {}
+
+
+def run(module: Any) -> None:
+    """What the module does; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     p = module.params
     for option in ("terminate_grace_period", "bypass_pdb_after", "timeout_seconds"):
         if p[option] is not None and p[option] < 0:
@@ -343,6 +347,10 @@ def main() -> None:
             "after": {"unschedulable": result["cordoned"]},
         }
     module.exit_json(**result)
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

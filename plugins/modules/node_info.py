@@ -159,8 +159,12 @@ def satisfied(info: dict[str, Any], wait_for: str, rebooted_from: dict[str, Any]
     return info["ready"] and (old is None or info["boot_id"] != str(old))
 
 
-def main() -> None:
-    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+CHECKS: dict[str, Any] = {}
+
+
+def run(module: Any) -> None:
+    """What the module does; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     p = module.params
     if p["wait_timeout"] < 0 or p["poll_interval"] <= 0:
         module.fail_json(msg="wait_timeout must be 0 or more and poll_interval more than 0 seconds.")
@@ -205,6 +209,10 @@ def main() -> None:
             waiter.wait(min(p["poll_interval"], p["wait_timeout"] - waited))
     except NodeopsError as exc:
         module.fail_error(exc)
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

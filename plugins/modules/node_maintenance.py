@@ -173,8 +173,12 @@ ARGUMENT_SPEC: dict[str, Any] = {
 }
 
 
-def main() -> None:
-    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+CHECKS: dict[str, Any] = {}
+
+
+def run(module: Any) -> None:
+    """What the module does; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     p = module.params
     nodes = list(dict.fromkeys(p["name"]))
     try:
@@ -217,11 +221,15 @@ def main() -> None:
     module.exit_json(changed=changed, **result)
 
 
-def warn_passes(module: K8sModule, requests: Requests) -> None:
+def warn_passes(module: Any, requests: Requests) -> None:
     """The warnings of the reconcile passes run while waiting (each once, and only once per task)."""
     for warning in requests.warnings:
         module.warn(warning)
     requests.warnings.clear()
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

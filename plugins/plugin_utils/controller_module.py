@@ -1,9 +1,10 @@
 # Copyright (c) nodeops.maintenance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A stand-in for K8sModule inside an action, for the steps that run on the controller itself: the same
-parameters (checked against the module's argument spec), the same client and the same way to end, without a
-Python process per call. ``exit_json`` and ``fail_json`` raise :class:`Ended`, which holds the result, with the
-values of no_log options and the secrets of an inline kubeconfig masked as AnsibleModule masks them.
+"""A stand-in for K8sModule inside an action, for what runs on the controller itself (the rolling run's steps, and
+the modules that plugin_utils/in_process.py runs in their task's worker): the same parameters (checked against the
+module's argument spec), the same client and the same way to end, without a Python process per call. ``exit_json``
+and ``fail_json`` raise :class:`Ended`, which holds the result, with the values of no_log options and the secrets
+of an inline kubeconfig masked as AnsibleModule masks them.
 
 The client reads the connection's environment (``K8S_AUTH_*``, ``KUBECONFIG``, what exec credential plugins
 read) from the process: the action applies the task's ``environment`` to the worker process that runs the task
@@ -11,13 +12,16 @@ read) from the process: the action applies the task's ``environment`` to the wor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from importlib.util import find_spec
 from typing import Any, NoReturn
 
 from ansible import constants as C
+from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
+from ansible.module_utils.errors import UnsupportedError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node.errors import NodeopsError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.strict import option_hints
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import AUTH_ARG_SPEC, Client
@@ -27,6 +31,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module imp
     kubeconfig_secrets,
 )
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils import local_lock
+
+HAS_KUBERNETES = find_spec("kubernetes") is not None
 
 
 class Ended(Exception):
@@ -38,35 +44,52 @@ class Ended(Exception):
 
 
 class ControllerModule:
-    """What the steps use of a K8sModule: ``params``, ``check_mode``, ``client``, ``warn``, ``set_pool_size``,
-    ``exit_json``, ``fail_json`` and ``fail_error``."""
+    """What this collection's modules use of a K8sModule: ``params``, ``check_mode``, ``_diff``, ``client``,
+    ``warn``, ``set_pool_size``, ``exit_json``, ``fail_json``, ``fail_k8s`` and ``fail_error``. ``checks``: the
+    checks across options that the module gives AnsibleModule (``mutually_exclusive``, ``required_one_of``, ...);
+    ``name``: the module's, for the messages."""
 
-    def __init__(self, argument_spec: dict[str, Any], args: Mapping[str, Any], check_mode: bool) -> None:
+    def __init__(
+        self,
+        argument_spec: dict[str, Any],
+        args: Mapping[str, Any],
+        check_mode: bool,
+        diff: bool = False,
+        name: str = "",
+        **checks: Sequence[Any],
+    ) -> None:
         self.check_mode = check_mode
+        self._diff = diff
         self.warnings: list[str] = []
         self.deprecations: list[dict[str, Any]] = []
         self._pool_size = 10
         self._client: Client | None = None
         self.params: dict[str, Any] = {}
         spec = {**auth_argument_spec(), **argument_spec}
-        validation = ArgumentSpecValidator(spec).validate(dict(args))
+        validation = ArgumentSpecValidator(spec, **checks).validate(dict(args))
         self.no_log_values: set[str] = set(validation._no_log_values)
         self.no_log_values.update(kubeconfig_secrets(dict(args).get("kubeconfig")))
         for warning in validation._warnings:
             self.warn(f"Both option {warning['option']} and its alias {warning['alias']} are set.")
         self.deprecations = list(validation._deprecations)
-        if validation.error_messages:  # an unknown option named first, with the one it most likely stands for
-            self.fail_json(msg=" ".join([*option_hints(spec, dict(args)), "; ".join(validation.error_messages)]))
+        if validation.error_messages:  # as AnsibleModule says it, an unknown option named first (as K8sModule does)
+            first = validation.errors[0]
+            msg = validation.errors.msg
+            if isinstance(first, UnsupportedError):
+                msg = f"Unsupported parameters for ({name}) module: {msg}"
+            self.fail_json(msg=" ".join([*option_hints(spec, dict(args)), msg]))
         self.params = validation.validated_parameters
 
     @property
     def client(self) -> Client:
         if self._client is None:
+            if not HAS_KUBERNETES:
+                self.fail_json(msg=missing_required_lib("kubernetes"))
             params = {name: self.params.get(name) for name in AUTH_ARG_SPEC}
             try:
                 self._client = Client.from_params(params, pool_size=self._pool_size)
             except K8sError as exc:
-                self.fail_error(exc)
+                self.fail_k8s(exc)
         return self._client
 
     def record_lock(self, key: str) -> AbstractContextManager[bool]:
@@ -84,6 +107,7 @@ class ControllerModule:
 
     def exit_json(self, **result: Any) -> NoReturn:
         result.setdefault("changed", False)
+        result.setdefault("invocation", {"module_args": self.params})
         if self.warnings:
             result["warnings"] = list(self.warnings)
         if self.deprecations:
@@ -93,7 +117,10 @@ class ControllerModule:
     def fail_json(self, msg: Any, **result: Any) -> NoReturn:
         self.exit_json(**result, failed=True, msg=str(msg))
 
+    def fail_k8s(self, exc: K8sError, **extra: Any) -> NoReturn:
+        self.fail_json(msg=exc.msg, error=exc.to_result(), **extra)
+
     def fail_error(self, exc: NodeopsError, **extra: Any) -> NoReturn:
         if isinstance(exc, K8sError):
-            self.fail_json(msg=exc.msg, error=exc.to_result(), **extra)
+            self.fail_k8s(exc, **extra)
         self.fail_json(msg=str(exc), **extra)

@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ansible.plugins.action import ActionBase
 from ansible.plugins.action.normal import ActionModule as NormalAction
+from ansible.utils.vars import merge_hash
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import in_process
 
 # The groups as a task's module_defaults name them once Ansible has resolved them (``group/k8s`` is ansible-core's
 # legacy group, resolved to ansible.builtin.k8s).
@@ -100,8 +103,15 @@ def with_connection_defaults(
 
 
 class K8sAction(NormalAction):
-    """The action of a module that talks to the API: Ansible's own, with the connection defaults above."""
+    """The action of a module that talks to the API: Ansible's own, with the connection defaults above. With
+    ``IN_PROCESS`` (the module's file), a task that runs on the controller with ``ansible-playbook``'s own Python runs
+    the module in its worker instead of a module process (plugin_utils/in_process.py)."""
+
+    IN_PROCESS: Any = None
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         self._task.args = with_connection_defaults(self, self._task.args, task_vars)
+        if self.IN_PROCESS is not None and in_process.runs_here(self, task_vars or {}):
+            result = ActionBase.run(self, tmp, task_vars)  # what every action checks first (check mode, async)
+            return merge_hash(result, in_process.run_module(self, self.IN_PROCESS, self._task.args))
         return super().run(tmp, task_vars)

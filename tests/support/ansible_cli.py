@@ -51,14 +51,18 @@ def run_module(
     check: bool = False,
     diff: bool = False,
     timeout: float = 120,
+    verbose: bool = False,
 ) -> ModuleRun:
-    """``ansible localhost -m nodeops.maintenance.<module> -a <json>``; returns the module's result."""
+    """``ansible localhost -m nodeops.maintenance.<module> -a <json>``; returns the module's result. ``verbose``:
+    with ``-vvv`` (what Ansible runs shows in ``stdout``)."""
     cmd = [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", f"nodeops.maintenance.{module}"]
     cmd += ["-a", json.dumps(args)]
     if check:
         cmd.append("--check")
     if diff:
         cmd.append("--diff")
+    if verbose:
+        cmd.append("-vvv")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(env), timeout=timeout, check=False)
     try:
         line = next(line for line in proc.stdout.splitlines() if line.startswith("{"))
