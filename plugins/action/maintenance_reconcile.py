@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.modules import maintenance_reconcile
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress import ProgressAction
 
 # What happened in any pass, call after call.
@@ -16,6 +17,7 @@ HISTORY = ("scheduled", "advanced", "released", "left_cordoned", "collected", "e
 
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.maintenance_reconcile"
+    IN_PROCESS = maintenance_reconcile
     PROGRESS_KEY = "progress"
 
     def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import merge_outcomes
+from ansible_collections.nodeops.maintenance.plugins.modules import remediation
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.progress import ProgressAction
 
 
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.remediation"
+    IN_PROCESS = remediation
     PROGRESS_KEY = "progress"
 
     def combine(self, so_far: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-        # the engine only when a wait was handed back: it would cost every remediation task its import
-        from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.remediation import merge_outcomes
-
         combined = dict(result)
         outcomes = {(o["namespace"], o["name"]): o for o in so_far.get("remediations") or []}
         for outcome in result.get("remediations") or []:  # an object gone since keeps its earlier outcome

@@ -24,6 +24,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.rolling_steps 
     run,
     run_options,
 )
+from ansible_collections.nodeops.maintenance.plugins.modules import rolling_maintenance
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils import detach, in_process
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.controller_module import (
     ControllerModule,
@@ -56,6 +57,7 @@ def outcome_line(step: Any, result: dict[str, Any]) -> str:
 
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.rolling_maintenance"
+    IN_PROCESS = rolling_maintenance  # its other steps, when the task runs on the controller
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._task.async_val and self._task.args.get("step") in CONTROLLER_STEPS:

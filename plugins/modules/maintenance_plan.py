@@ -387,28 +387,31 @@ def number_or_percent(value: Any) -> Any:
     return value
 
 
-def main() -> None:
-    module = K8sModule(
-        argument_spec={
-            "namespace": {"type": "str"},
-            "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
-            "nodes": {"type": "raw"},
-            "node_maintenances": {"type": "raw"},
-            "snapshot": {"type": "list", "elements": "path"},
-            "unknown_nodes": {"type": "str", "choices": ["skip", "error"], "default": "skip"},
-            "config": {
-                "type": "dict",
-                "options": {
-                    "max_parallel_operations": {"type": "raw", "aliases": ["maxParallelOperations"]},
-                    "max_unavailable": {"type": "raw", "aliases": ["maxUnavailable"]},
-                    "max_node_maintenance_time_seconds": {"type": "int", "aliases": ["maxNodeMaintenanceTimeSeconds"]},
-                    "log_level": {"type": "str", "aliases": ["logLevel"]},
-                },
-            },
+ARGUMENT_SPEC: dict[str, Any] = {
+    "namespace": {"type": "str"},
+    "config_namespace": {"type": "str", "default": "nodeops-maintenance"},
+    "nodes": {"type": "raw"},
+    "node_maintenances": {"type": "raw"},
+    "snapshot": {"type": "list", "elements": "path"},
+    "unknown_nodes": {"type": "str", "choices": ["skip", "error"], "default": "skip"},
+    "config": {
+        "type": "dict",
+        "options": {
+            "max_parallel_operations": {"type": "raw", "aliases": ["maxParallelOperations"]},
+            "max_unavailable": {"type": "raw", "aliases": ["maxUnavailable"]},
+            "max_node_maintenance_time_seconds": {"type": "int", "aliases": ["maxNodeMaintenanceTimeSeconds"]},
+            "log_level": {"type": "str", "aliases": ["logLevel"]},
         },
-        mutually_exclusive=[("snapshot", "nodes"), ("snapshot", "node_maintenances")],
-        supports_check_mode=True,
-    )
+    },
+}
+CHECKS: dict[str, Any] = {
+    "mutually_exclusive": [("snapshot", "nodes"), ("snapshot", "node_maintenances")],
+}
+
+
+def run(module: Any) -> None:
+    """What the module does; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     # a copy: a snapshot's objects fill it, and must not be echoed back as the task's arguments
     p = dict(module.params)
     config_source = "built-in defaults"
@@ -500,6 +503,10 @@ def main() -> None:
     }
     result["source"] = "data" if offline else "cluster"
     module.exit_json(changed=False, **result)
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

@@ -324,8 +324,12 @@ def options_from(params: dict[str, Any]) -> ReconcileOptions:
     )
 
 
-def main() -> None:
-    module = K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+CHECKS: dict[str, Any] = {}
+
+
+def run(module: Any) -> None:
+    """What the module does; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     p = module.params
     try:
         options = options_from(p)
@@ -368,6 +372,10 @@ def main() -> None:
             **result,
         )
     module.exit_json(changed=changed, **result)
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

@@ -379,26 +379,29 @@ def _from_snapshot(params: dict[str, Any]) -> None:
     ]
 
 
-def main() -> None:
-    module = K8sModule(
-        argument_spec={
-            "name": {"type": "str"},
-            "spec": {"type": "dict"},
-            "nodes": {"type": "list", "elements": "dict"},
-            "remediations": {"type": "list", "elements": "dict", "default": []},
-            "node_maintenances": {"type": "list", "elements": "dict", "default": []},
-            "now": {"type": "str"},
-            "status": {"type": "dict"},
-            "leases": {"type": "list", "elements": "dict"},
-            "snapshot": {"type": "list", "elements": "path"},
-            "events": {"type": "bool", "default": True},
-            "lease_namespace": {"type": "str"},
-            "lease_wait": {"type": "float", "default": 65.0},
-            "node_lease_namespace": {"type": "str", "default": "medik8s-leases"},
-        },
-        required_one_of=[("name", "spec", "snapshot")],
-        supports_check_mode=True,
-    )
+ARGUMENT_SPEC: dict[str, Any] = {
+    "name": {"type": "str"},
+    "spec": {"type": "dict"},
+    "nodes": {"type": "list", "elements": "dict"},
+    "remediations": {"type": "list", "elements": "dict", "default": []},
+    "node_maintenances": {"type": "list", "elements": "dict", "default": []},
+    "now": {"type": "str"},
+    "status": {"type": "dict"},
+    "leases": {"type": "list", "elements": "dict"},
+    "snapshot": {"type": "list", "elements": "path"},
+    "events": {"type": "bool", "default": True},
+    "lease_namespace": {"type": "str"},
+    "lease_wait": {"type": "float", "default": 65.0},
+    "node_lease_namespace": {"type": "str", "default": "medik8s-leases"},
+}
+CHECKS: dict[str, Any] = {
+    "required_one_of": [("name", "spec", "snapshot")],
+}
+
+
+def run(module: Any) -> None:
+    """What the module does; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     # a copy: a snapshot's objects fill it, and must not be echoed back as the task's arguments
     params = dict(module.params)
     warnings: list[str] = []
@@ -462,6 +465,10 @@ def main() -> None:
     if params["name"] is None:
         out["changed"] = False
     module.exit_json(**out)
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

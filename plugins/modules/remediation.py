@@ -392,31 +392,34 @@ def _offline(module: K8sModule, params: dict[str, Any]) -> None:
     )
 
 
-def main() -> None:
-    module = K8sModule(
-        argument_spec={
-            "namespace": {"type": "str"},
-            "name": {"type": "str"},
-            "config_namespace": {"type": "str"},
-            "watchdog_timeout": {"type": "float"},
-            "settle_timeout": {"type": "float", "default": 0},
-            "progress_after": {"type": "float", "default": 0},
-            "resume": {
-                "type": "dict",
-                "options": {
-                    "since": {"type": "float", "required": True},
-                    "emitted": {"type": "list", "elements": "dict", "default": []},
-                },
-            },
-            "events": {"type": "bool", "default": True},
-            **{option: {"type": "list", "elements": "dict"} for option in OFFLINE_KINDS},
-            "snapshot": {"type": "list", "elements": "path"},
-            "kubernetes_version": {"type": "str"},
-            "now": {"type": "str"},
+ARGUMENT_SPEC: dict[str, Any] = {
+    "namespace": {"type": "str"},
+    "name": {"type": "str"},
+    "config_namespace": {"type": "str"},
+    "watchdog_timeout": {"type": "float"},
+    "settle_timeout": {"type": "float", "default": 0},
+    "progress_after": {"type": "float", "default": 0},
+    "resume": {
+        "type": "dict",
+        "options": {
+            "since": {"type": "float", "required": True},
+            "emitted": {"type": "list", "elements": "dict", "default": []},
         },
-        required_by={"name": "namespace"},
-        supports_check_mode=True,
-    )
+    },
+    "events": {"type": "bool", "default": True},
+    **{option: {"type": "list", "elements": "dict"} for option in OFFLINE_KINDS},
+    "snapshot": {"type": "list", "elements": "path"},
+    "kubernetes_version": {"type": "str"},
+    "now": {"type": "str"},
+}
+CHECKS: dict[str, Any] = {
+    "required_by": {"name": "namespace"},
+}
+
+
+def run(module: Any) -> None:
+    """What the module does; ends in ``module.exit_json`` or ``module.fail_json`` (a K8sModule, or its stand-in in
+    the action when the task runs on the controller)."""
     # a copy: a snapshot's objects fill it, and must not be echoed back as the task's arguments
     params = dict(module.params)
     if params["remediations"] is not None or params["snapshot"] is not None:
@@ -489,6 +492,10 @@ def progress(outcomes: list[Outcome], since: float, now: float, timeout: float) 
         "message": f"{len(waiting)} remediation(s) waiting: {'; '.join(shown)} "
         f"(waiting {waited:.0f}s of at most {timeout:g}s)",
     }
+
+
+def main() -> None:
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

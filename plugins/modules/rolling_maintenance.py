@@ -613,12 +613,16 @@ failure:
   type: str
 """
 
+from typing import Any
+
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 from ansible_collections.nodeops.maintenance.plugins.module_utils.rolling_steps import ARGUMENT_SPEC, run
 
+CHECKS: dict[str, Any] = {}
+
 
 def main() -> None:
-    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
+    run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))
 
 
 if __name__ == "__main__":

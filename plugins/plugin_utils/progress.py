@@ -14,6 +14,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import in_process
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.k8s_defaults import (
     K8sAction,
     with_connection_defaults,
@@ -51,7 +52,10 @@ class ProgressAction(K8sAction):
         return result
 
     def call(self, args: dict[str, Any], task_vars: dict[str, Any] | None) -> dict[str, Any]:
-        """One call: the module, where the task runs."""
+        """One call: the module, where the task runs (in this worker when it runs on the controller with
+        ``ansible-playbook``'s own Python and the action names ``IN_PROCESS``, see in_process.py)."""
+        if self.IN_PROCESS is not None and in_process.runs_here(self, task_vars or {}):
+            return in_process.run_module(self, self.IN_PROCESS, args)
         return self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars)
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:

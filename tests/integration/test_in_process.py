@@ -78,9 +78,12 @@ def test_cordon_in_the_worker_gives_the_module_process_result(
     ("module", "args", "message"),
     [
         ("cordon", {"nmae": "x"}, "nmae"),  # an unknown option, named with the one it stands for
+        ("node_info", {"name": "x", "bogus": 1}, "Unsupported parameters for (nodeops.maintenance.node_info) module"),
         ("cordon", {"name": "x", "node_selector": "a=b"}, "mutually exclusive"),
         ("node_info", {"name": "no-such-node-anywhere"}, "not found"),
         ("apply", {"definition": {"kind": "Node"}}, "definition"),
+        ("remediation", {"name": "x"}, "namespace"),  # an action that goes on with handed-back waits
+        ("rolling_maintenance", {"step": "summary", "run_id": " ", "requestor": "a.example.com"}, "run ID is empty"),
     ],
 )
 def test_failures_in_the_worker_are_the_module_process_failures(

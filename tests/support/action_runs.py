@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ansible.plugins.action import ActionBase
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils import progress
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import in_process, progress
 
 
 class Task:
@@ -52,6 +52,7 @@ def run_action(
         return dict(answers[len(calls) - 1])
 
     monkeypatch.setattr(plugin, "_execute_module", execute_module, raising=False)
+    monkeypatch.setattr(in_process, "runs_here", lambda action, task_vars: False)  # the module answers, wherever
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     monkeypatch.setattr(progress.display, "display", lambda msg, *a, **kw: lines.append(msg))
     return plugin.run(task_vars={}), calls, lines

@@ -131,5 +131,17 @@ def test_every_action_that_runs_its_module_in_the_worker_has_what_it_needs() -> 
         assert callable(module.run)
         source = Path(module.__file__).read_text()
         assert "run(K8sModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, **CHECKS))" in source, path.stem
-    assert {"apply", "cordon", "drain", "node_info", "node_maintenance"} <= set(found)
+    # every module that talks to the API
+    assert set(found) == {
+        "apply",
+        "cordon",
+        "drain",
+        "maintenance_plan",
+        "maintenance_reconcile",
+        "node_health",
+        "node_info",
+        "node_maintenance",
+        "remediation",
+        "rolling_maintenance",
+    }
     assert os.path.isabs(PYTHON)
