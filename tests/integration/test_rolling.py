@@ -110,8 +110,10 @@ def running_pod(engine: Engine, name: str, node: str, labels: dict[str, str]) ->
     )
 
 
-def tasks_file(tmp_path: Path, fail_on: str = "") -> tuple[Path, Path]:
-    """A maintenance tasks file: one file per maintenance in a log folder, then the simulated reboot."""
+def tasks_file(tmp_path: Path, fail_on: str = "", leave_on: str = "") -> tuple[Path, Path]:
+    """A maintenance tasks file: one file per maintenance in a log folder, then the simulated reboot. ``fail_on``: the
+    node whose maintenance fails; ``leave_on``: the node whose host cannot be reached by a task of its maintenance
+    (which Ansible does not rescue: the host leaves the play)."""
     log = tmp_path / "maintained"
     log.mkdir()
     body = [
@@ -127,6 +129,15 @@ def tasks_file(tmp_path: Path, fail_on: str = "") -> tuple[Path, Path]:
                 "name": "Break one node",
                 "ansible.builtin.fail": {"msg": "firmware update failed"},
                 "when": f"nodeops_node_name == '{fail_on}'",
+            }
+        )
+    if leave_on:
+        body.append(
+            {
+                "name": "Reach one node",
+                "ansible.builtin.ping": {},
+                "vars": {"ansible_host": "nohost.invalid", "ansible_connection": "ssh", "ansible_ssh_timeout": 2},
+                "when": f"nodeops_node_name == '{leave_on}'",
             }
         )
     body.append(

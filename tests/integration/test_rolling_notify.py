@@ -50,12 +50,19 @@ def receiver() -> Iterator[Receiver]:
 
 
 def notified_run(
-    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path, receiver: Receiver, run_id: str, **notify: Any
+    engine: Engine,
+    fleet: tuple[str, list[str]],
+    tmp_path: Path,
+    receiver: Receiver,
+    run_id: str,
+    leave: bool = False,
+    **notify: Any,
 ) -> tuple[str, str]:
-    """Run the playbook with one node failing and the notification settings given; (its output, the failed node)."""
+    """Run the playbook with one node failing (with ``leave``, its host leaving the play) and the notification
+    settings given; (its output, the failed node)."""
     selector, names = fleet
     broken = names[1]
-    tasks, _log = tasks_file(tmp_path, fail_on=broken)
+    tasks, _log = tasks_file(tmp_path, fail_on="" if leave else broken, leave_on=broken if leave else "")
     settings = {
         "rolling_notify_url": receiver.url("/hooks/T0/secret-path"),
         "rolling_notify_headers": {"Authorization": TOKEN},
@@ -64,7 +71,7 @@ def notified_run(
         "rolling_simulated_reboot_seconds": 1,
         **notify,
     }
-    out = run(command(engine, selector, tasks, run_id, "-e", json.dumps(settings)), 2)
+    out = run(command(engine, selector, tasks, run_id, "-e", json.dumps(settings)), 4 if leave else 2)
     assert TOKEN not in out and "tok-SECRET" not in out and "secret-path" not in out
     return out, broken
 
@@ -122,6 +129,27 @@ def test_webhook_gets_each_event_in_order_from_a_body_template(
     assert sorted(end["nodes"]) == sorted(waves) and list(end["failures"]) == [broken]
     assert end["counts"]["done"] == 2 and end["counts"]["failed"] == 1
     assert f"Run {run_id} ended" in end["text"]
+
+
+@BUILTIN_ONLY
+def test_a_node_whose_host_left_the_play_is_notified_failed_and_ends_its_wave(
+    engine: Engine, small_fleet: tuple[str, list[str]], tmp_path: Path, receiver: Receiver
+) -> None:
+    """A host that cannot be reached during its maintenance leaves the play (Ansible rescues no unreachable host):
+    the run's last play records its node failed; that is when its failure and the end of its admission batch are
+    notified, before the end of the run. (Three slots: the node holds its own until then.)"""
+    out, left = notified_run(
+        engine, small_fleet, tmp_path, receiver, "left", leave=True, rolling_max_parallel_operations=3
+    )
+    state = record(engine, "left")
+    assert state[left]["state"] == "failed" and "left the play" in state[left]["message"], state[left]
+    waves = {node: r["wave"] for node, r in state.items()}
+    got = [r.json for r in receiver.received()]
+    check_order([(g["event"], g["wave"]) for g in got], waves, left, out)
+    (failed,) = [g for g in got if g["event"] == "node_failed"]
+    assert failed["nodes"] == [left] and "left the play" in failed["failures"][left]
+    (ended,) = [g for g in got if g["event"] == "wave_end" and g["wave"] == waves[left]]
+    assert left in ended["nodes"] and list(ended["failures"]) == [left]
 
 
 @BUILTIN_ONLY
