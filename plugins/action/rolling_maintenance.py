@@ -55,6 +55,13 @@ def outcome_line(step: Any, result: dict[str, Any]) -> str:
     return ""
 
 
+def _drive_to_the_end(module: Any) -> None:
+    """The driver's work: the step ``drive`` (which ends in Ended, as every step), then the kubeconfig's temporary
+    files removed (they were written in the worker it was forked from, which leaves them to it)."""
+    with in_process.temp_files_removed():
+        run(module)
+
+
 class ActionModule(ProgressAction):
     MODULE = "nodeops.maintenance.rolling_maintenance"
     IN_PROCESS = rolling_maintenance  # its other steps, when the task runs on the controller
@@ -78,10 +85,13 @@ class ActionModule(ProgressAction):
             return super().call(args, task_vars)
         in_process.apply_environment(self)
         try:
-            module = ControllerModule(ARGUMENT_SPEC, args, bool(self._play_context.check_mode), name=self.MODULE)
+            module = ControllerModule(
+                ARGUMENT_SPEC, in_process.as_sent(args), bool(self._play_context.check_mode), name=self.MODULE
+            )
             if args.get("step") == "drive" and not module.check_mode:
-                return self._drive(module)
-            run(module)
+                return self._drive(module)  # the driver removes the kubeconfig's temporary files when it ends
+            with in_process.temp_files_removed():
+                run(module)
         except Ended as ended:
             return ended.result
         return {"failed": True, "msg": "the step ended without a result"}  # not reached: run() always ends
@@ -103,7 +113,7 @@ class ActionModule(ProgressAction):
         playbook = detach.Process.of(os.getppid())
         module.alive = playbook.alive
         try:
-            pid = detach.start(lambda: run(module))  # which ends in Ended, as every step
+            pid = detach.start(lambda: _drive_to_the_end(module))
         except OSError as exc:
             return {
                 "changed": False,

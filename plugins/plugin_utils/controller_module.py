@@ -64,7 +64,7 @@ class ControllerModule:
         self.deprecations: list[dict[str, Any]] = []
         self._pool_size = 10
         self._client: Client | None = None
-        self.params: dict[str, Any] = {}
+        self.params: dict[str, Any] = dict(args)  # what a failure of the checks shows (masked), as AnsibleModule
         spec = {**auth_argument_spec(), **argument_spec}
         validation = ArgumentSpecValidator(spec, **checks).validate(dict(args))
         self.no_log_values: set[str] = set(validation._no_log_values)

@@ -20,12 +20,15 @@ and each worker starts with it."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from ansible import constants as C
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import kubeconfig
 from ansible_collections.nodeops.maintenance.plugins.plugin_utils.controller_module import ControllerModule, Ended
 
 
@@ -79,19 +82,51 @@ def apply_environment(action: Any) -> None:
     os.environ.update({str(k): str(v) for k, v in environment.items()})
 
 
+def as_sent(args: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` as a module process gets them: through JSON, as Ansible sends them (vaulted values as their text,
+    tuples as lists, keys as strings, no template markers)."""
+    try:  # ansible-core 2.19 and later
+        from ansible.module_utils.common.json import Direction, get_module_decoder, get_module_encoder
+
+        encoder = get_module_encoder("legacy", Direction.CONTROLLER_TO_MODULE)
+        decoder = get_module_decoder("legacy", Direction.CONTROLLER_TO_MODULE)
+        return dict(json.loads(json.dumps(args, cls=encoder), cls=decoder))
+    except ImportError:
+        from ansible.module_utils.common.json import AnsibleJSONEncoder
+
+        return dict(json.loads(json.dumps(args, cls=AnsibleJSONEncoder, vault_to_text=True)))
+
+
+@contextlib.contextmanager
+def temp_files_removed() -> Iterator[None]:
+    """At the end, the temporary files that the connection's kubeconfig was read into (its ``*-data`` fields: keys,
+    certificates) are removed, by this collection's reader and by the official one: a module process removes them
+    when it exits, but Ansible's worker ends with os._exit, which runs no exit handler."""
+    try:
+        yield
+    finally:
+        kubeconfig.remove_temp_files()
+        official = sys.modules.get("kubernetes.config.kube_config")
+        cleanup = getattr(official, "_cleanup_temp_files", None)
+        if callable(cleanup):
+            with contextlib.suppress(OSError):
+                cleanup()
+
+
 def run_module(action: Any, module: InProcessModule, args: Mapping[str, Any]) -> dict[str, Any]:
     """The result of ``module`` run with ``args`` in this process, as its module process would have returned it."""
     apply_environment(action)
     try:
-        stand_in = ControllerModule(
-            module.ARGUMENT_SPEC,
-            args,
-            bool(action._task.check_mode),
-            bool(action._task.diff),
-            name=action._task.action,
-            **module.CHECKS,
-        )
-        module.run(stand_in)
+        with temp_files_removed():
+            stand_in = ControllerModule(
+                module.ARGUMENT_SPEC,
+                as_sent(args),
+                bool(action._task.check_mode),
+                bool(action._task.diff),
+                name=getattr(action, "MODULE", "") or action._task.action,
+                **module.CHECKS,
+            )
+            module.run(stand_in)
     except Ended as ended:
         return ended.result
     return {"failed": True, "msg": f"{action._task.action} ended without a result"}  # not reached: run() ends

@@ -145,3 +145,19 @@ def test_every_action_that_runs_its_module_in_the_worker_has_what_it_needs() -> 
         "rolling_maintenance",
     }
     assert os.path.isabs(PYTHON)
+
+
+def test_the_arguments_reach_the_module_as_a_module_process_gets_them() -> None:
+    sent = in_process.as_sent({"name": ("a", "b"), "labels": {1: "one"}, "nothing": None})
+    assert sent == {"name": ["a", "b"], "labels": {"1": "one"}, "nothing": None}
+
+
+def test_the_kubeconfigs_temporary_files_are_removed_when_the_module_ends() -> None:
+    """A worker ends with os._exit, which runs no exit handler: the files holding a kubeconfig's keys would stay."""
+    from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import kubeconfig
+
+    with pytest.raises(RuntimeError), in_process.temp_files_removed():
+        key = kubeconfig._temp_file(b"-----BEGIN PRIVATE KEY----- in-process test")
+        assert os.path.isfile(key)
+        raise RuntimeError("the module failed")  # also when it ends in a failure
+    assert not os.path.exists(key)

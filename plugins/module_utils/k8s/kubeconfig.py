@@ -165,7 +165,9 @@ _temp_lock = threading.Lock()
 _temp_files: dict[bytes, str] = {}
 
 
-def _cleanup_temp_files() -> None:
+def remove_temp_files() -> None:
+    """Remove the temporary files written so far (at the process's exit, and by what runs in a process that does not
+    run exit handlers: a worker that Ansible forked ends with os._exit)."""
     with _temp_lock:
         for name in _temp_files.values():
             with contextlib.suppress(OSError):
@@ -181,7 +183,7 @@ def _temp_file(content: bytes) -> str:
         if name and os.path.isfile(name):
             return name
         if not _temp_files:
-            atexit.register(_cleanup_temp_files)
+            atexit.register(remove_temp_files)
         fd, name = tempfile.mkstemp(prefix="nodeops-kubeconfig-")
         try:
             os.write(fd, content)
