@@ -14,6 +14,7 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,24 @@ def cordoned(api: k8s.ApiClient, names: list[str]) -> list[str]:
     return [n for n in names if k8s.CoreV1Api(api).read_node(n).spec.unschedulable]
 
 
+def check_batches(state: dict[str, dict[str, Any]], gather: float) -> None:
+    """The admission batches (the record's ``wave``) as the record's own times show them: numbered from 1 without a
+    gap; a node joined its batch within ``gather`` seconds of the batch's first node and while one of the batch's
+    nodes was still in its maintenance (not released yet); any other node opened a new batch. How many batches
+    there are depends on how fast the maintenance goes, so that is not asserted."""
+    waves = sorted({r["wave"] for r in state.values()})
+    assert waves == list(range(1, len(waves) + 1)), waves
+    at = {node: {k: datetime.fromisoformat(r[k]) for k in ("started", "back")} for node, r in state.items()}
+    by_start = sorted(state, key=lambda node: at[node]["started"])
+    for index, node in enumerate(by_start):
+        before = [b for b in by_start[:index] if state[b]["wave"] == state[node]["wave"]]
+        if not before:
+            continue
+        started = at[node]["started"]
+        assert (started - min(at[b]["started"] for b in before)).total_seconds() <= gather, (node, state)
+        assert any(at[b]["back"] >= started for b in before), (node, state)
+
+
 def test_every_node_once_in_waves_within_the_limits_and_a_second_run_does_nothing(
     engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
@@ -238,8 +257,7 @@ def test_every_node_once_in_waves_within_the_limits_and_a_second_run_does_nothin
     assert maintained(log) == dict.fromkeys(names, 1)
     state = record(engine, "first")
     assert {n: r["state"] for n, r in state.items()} == dict.fromkeys(names, "done")
-    waves = sorted({r["wave"] for r in state.values()})
-    assert waves == list(range(1, len(waves) + 1)) and len(waves) >= 3, waves  # 6 nodes, 2 at a time
+    check_batches(state, gather=5)
     for r in state.values():
         assert r["requested"] <= r["admitted"] <= r["ready"] <= r["started"] <= r["finished"] <= r["back"], r
         assert r["started"] <= r["began"] <= r["ended"] <= r["finished"], r  # the tasks' own span, from the hosts
