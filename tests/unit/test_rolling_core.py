@@ -554,6 +554,89 @@ def test_property_a_node_is_admitted_at_most_once(first: set[int], ops: list[tup
             assert (record.state == core.PENDING) == (node not in handed), (node, record)
 
 
+# ============================================================================== the state machine
+@pytest.mark.parametrize("before", core.STATES)
+@pytest.mark.parametrize("after", core.STATES)
+def test_move_allows_exactly_the_transitions_of_the_table(before: str, after: str) -> None:
+    record = core.NodeRecord("a", state=before)
+    if after == before or after in core.TRANSITIONS[before]:
+        core.move(record, after)
+        assert record.state == after
+    else:
+        with pytest.raises(core.RollingError, match=f"a is {before}; it cannot become {after}"):
+            core.move(record, after)
+        assert record.state == before
+
+
+def test_done_is_final_and_only_a_maintained_node_is_done() -> None:
+    run = new_run("a", "b")
+    in_wave(run, "a")
+    core.mark_done(run, "a", NOW)
+    for step in (lambda: core.mark_done(run, "b", NOW), lambda: core.mark_failed(run, "a", "x", NOW)):
+        before = run.to_data()
+        with pytest.raises(core.RollingError):
+            step()
+        assert run.to_data() == before  # refused before anything changed
+
+
+def test_a_release_that_finds_its_node_interrupted_by_a_restart_fails_instead_of_calling_it_done() -> None:
+    run = new_run("a")
+    in_wave(run, "a")
+    core.plan_start(run, ["a"], NOW + 1)  # a restarted run: policy release
+    with pytest.raises(core.RollingError, match="a is interrupted; it cannot become done"):
+        core.mark_done(run, "a", NOW + 2)
+
+
+MOVES = st.one_of(
+    st.tuples(st.just("admit"), st.integers(0, 3), st.floats(min_value=-1, max_value=60)),
+    st.tuples(st.just("outcome"), st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("done"), st.integers(0, 3)),
+    st.tuples(st.just("fail"), st.integers(0, 3)),
+    st.tuples(st.just("released"), st.integers(0, 3)),
+    st.tuples(
+        st.just("restart"), st.sets(st.integers(0, 3)), st.sampled_from(core.INTERRUPTED_POLICIES), st.booleans()
+    ),
+    st.tuples(st.just("reload")),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(MOVES, max_size=30))
+def test_property_every_change_of_state_is_a_transition_of_the_table(ops: list[tuple[Any, ...]]) -> None:
+    """Any sequence of the record's operations, each on any node in any state (starts with every policy and
+    retry_failed, admissions, outcomes, a node marked done or failed, reloads): each state a node leaves for another
+    is one the table allows, and an operation refused leaves the record as it was."""
+    names = [f"n{i}" for i in range(4)]
+    run = new_run(*names)
+    now = NOW
+    for op in ops:
+        now += 1
+        before = {n: r.state for n, r in run.nodes.items()}
+        data = run.to_data()
+        node = names[op[1]] if op[0] not in ("restart", "reload") else ""
+        try:
+            if op[0] == "admit":
+                core.admit(run, node, now, op[2])
+            elif op[0] == "outcome":
+                core.node_outcome(run, node, "x" if op[2] else None, now)
+            elif op[0] == "done":
+                core.mark_done(run, node, now)
+            elif op[0] == "fail":
+                core.mark_failed(run, node, "x", now)
+            elif op[0] == "released":
+                core.mark_released(run, node, now)
+            elif op[0] == "restart":
+                core.plan_start(run, [names[i] for i in sorted(op[1])], now, op[2], op[3])
+            else:
+                run = roundtrip(run)
+        except core.RollingError:
+            assert run.to_data() == data
+            continue
+        for name, record in run.nodes.items():
+            was = before[name]
+            assert record.state == was or record.state in core.TRANSITIONS[was], (op, name, was, record.state)
+
+
 def test_rerun_and_retry_failed_are_the_only_ways_to_hand_a_node_out_again() -> None:
     run = new_run("a", "b")
     in_wave(run, "a", "b")

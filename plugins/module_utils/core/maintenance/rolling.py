@@ -39,6 +39,19 @@ DONE = "done"
 FAILED = "failed"
 INTERRUPTED = "interrupted"
 STATES = (PENDING, MAINTAINING, DONE, FAILED, INTERRUPTED)
+# The run's state machine: the states a node's record may move to from each state. Every change of a node's state
+# goes through move(), which refuses any other, so a step that finds the record changed under it (another host, a
+# restarted run) fails instead of writing a state that skips one.
+TRANSITIONS: Mapping[str, frozenset[str]] = {
+    # admitted (its request Ready); its Node object gone before its admission
+    PENDING: frozenset((MAINTAINING, FAILED)),
+    # back and released; failed (its tasks, or not Ready in time); the run restarted during its maintenance (the
+    # interrupted policies release, fail and rerun)
+    MAINTAINING: frozenset((DONE, FAILED, INTERRUPTED, PENDING)),
+    FAILED: frozenset((PENDING,)),  # queued again (retry_failed)
+    INTERRUPTED: frozenset((FAILED,)),  # not Ready in time to be released
+    DONE: frozenset(),
+}
 
 INTERRUPTED_POLICIES = ("release", "rerun", "fail")
 
@@ -109,6 +122,13 @@ RECORD_LIMIT = 1024 * 1024
 # Room kept at the start for the messages of failed nodes: a run whose record, every node done, would need more
 # than RECORD_LIMIT - MESSAGE_ROOM is refused before anything is written.
 MESSAGE_ROOM = 128 * 1024
+
+
+def move(record: NodeRecord, state: str) -> None:
+    """Set the state of a node's record, when :data:`TRANSITIONS` allows it (staying in its state always is)."""
+    if state != record.state and state not in TRANSITIONS[record.state]:
+        raise RollingError(f"{record.node} is {record.state}; it cannot become {state}")
+    record.state = state
 
 
 def _millis(seconds: float | None) -> int | None:
@@ -310,11 +330,13 @@ def plan_start(
                 plan.rerun.append(node)
                 plan.request.append(node)
             elif interrupted == "fail":
-                record.state, record.finished = FAILED, now
+                move(record, FAILED)
+                record.finished = now
                 record.message = "the run stopped during its maintenance (interrupted policy fail)"
                 plan.fail.append(node)
             else:
-                record.state, record.finished = INTERRUPTED, now
+                move(record, INTERRUPTED)
+                record.finished = now
                 record.message = "the run stopped during its maintenance; released without running it again"
                 plan.release.append(node)
         elif _unreleased(record):
@@ -342,7 +364,8 @@ def _unreleased(record: NodeRecord) -> bool:
 
 def _requeue(record: NodeRecord, message: str, now: float) -> None:
     """Back to pending, timed afresh from ``now``."""
-    record.state, record.wave, record.message, record.requested = PENDING, None, message, now
+    move(record, PENDING)
+    record.wave, record.message, record.requested = None, message, now
     record.admitted = record.ready = record.started = record.finished = record.back = None
     record.began = record.ended = None
 
@@ -417,7 +440,8 @@ def admit(
     firsts = [r.started for r in run.nodes.values() if last and r.wave == last and r.started is not None]
     joins = bool(firsts) and now - min(firsts) <= gather and not batch_ended(run, last)
     batch = last if joins else last + 1
-    record.state, record.wave, record.started = MAINTAINING, batch, now
+    move(record, MAINTAINING)
+    record.wave, record.started = batch, now
     return batch
 
 
@@ -459,14 +483,16 @@ def node_outcome(
 # --------------------------------------------------------------------------------------- outcomes
 def mark_done(run: RunRecord, node: str, now: float) -> None:
     record = run.nodes[node]
-    record.state, record.back = DONE, now
+    move(record, DONE)
+    record.back = now
     if not record.message.startswith("interrupted"):
         record.message = ""
 
 
 def mark_failed(run: RunRecord, node: str, message: str, now: float) -> None:
     record = run.nodes[node]
-    record.state, record.message = FAILED, message
+    move(record, FAILED)
+    record.message = message
     record.finished = record.finished or now
 
 
