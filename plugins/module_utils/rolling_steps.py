@@ -45,6 +45,14 @@ from .engines.rolling import (
     RunOptions,
     start_changed,
 )
+from .engines.rolling_results import (
+    AdmitResult,
+    DriveResult,
+    ReleaseResult,
+    StartResult,
+    StepResult,
+    StopResult,
+)
 from .k8s.client import NODES
 from .prometheus import alerts as prometheus_alerts
 from .prometheus import check_url
@@ -204,43 +212,40 @@ def targets(module: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def admit_check(rolling: Rolling, run: RunRecord, node: str) -> dict[str, Any]:
+def admit_check(rolling: Rolling, run: RunRecord, node: str) -> AdmitResult:
     """What O(step=admit) would do, without waiting or writing: a change when the node is pending and the
     failures, the window and the gates (for this node) let it through."""
     state = run.nodes[node].state
     abort = fail_budget(run, rolling.options.max_fail_percentage).exceeded
-    result: dict[str, Any] = {
-        "changed": state == PENDING and not abort and run.stopped is None,
-        "node": node,
-        "admitted": False,
-        "wave": None,
-        "state": state,
-        "abort": abort,
-        **rolling.status(run),
-    }
+    result = AdmitResult(
+        changed=state == PENDING and not abort and run.stopped is None,
+        status=rolling.status(run),
+        node=node,
+        state=state,
+        abort=abort,
+    )
     if run.stopped is not None and state == PENDING:
-        result["stopped"] = run.stopped
-    if result["changed"]:
+        result.stopped = run.stopped
+    if result.changed:
         window = rolling.window_state()
         blockers = [b.as_dict() for b in rolling.blockers([node])] if window is None or window["open"] else []
-        result.update(window=window, blocked=blockers)
+        result.window, result.blocked = window, blockers
         if (window is not None and not window["open"]) or blockers:
-            result["changed"] = False
+            result.changed = False
     return result
 
 
-def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
+def check_mode_result(rolling: Rolling, module: Any) -> StepResult:
     """What a step would do, without writing."""
     p = module.params
     run = rolling.load()
-    result: dict[str, Any] = {"changed": False}
     if p["step"] == "start":
         nodes = targets(module)
         rolling.requests.check_mode = True
         rolling.requests.check_nodes(nodes)
         window = rolling.window_state()
         if window is not None and not window["open"]:
-            return {"changed": False, "window": window, "stopped": rolling.window_stop(window), "pending": []}
+            return StartResult(window=window, stopped=rolling.window_stop(window))
         plan = plan_start(run, nodes, rolling.clock(), p["interrupted"], p["retry_failed"])
         try:
             check_capacity(run)
@@ -250,39 +255,39 @@ def check_mode_result(rolling: Rolling, module: Any) -> dict[str, Any]:
             actions = [a for a in rolling.requests.absent(plan.request) if a.action in (DELETED, LEFT)]
         else:
             actions = rolling.requests.present(plan.request) if plan.request else []
-        result.update(
+        return StartResult(
             changed=start_changed(plan, actions),
+            status=rolling.status(run),
             requested=[a.as_dict() for a in actions],
-            pending=run.in_state(PENDING),
+            added=plan.added,
             interrupted=plan.release + plan.fail,
-            released=[],
+            requeued=plan.rerun,
+            pending=run.in_state(PENDING),
+            finished=plan.finished,
         )
-    elif p["step"] in ("admit", "release") and p["node"] not in run.nodes:
+    if p["step"] in ("admit", "release") and p["node"] not in run.nodes:
         module.fail_json(msg=f"{p['node']} is not a node of run {p['run_id']!r}; a start step adds the targets first.")
-    elif p["step"] == "admit":
+    if p["step"] == "admit":
         return admit_check(rolling, run, p["node"])
-    elif p["step"] == "release":
+    if p["step"] == "release":
         try:
             changed = node_outcome(run, p["node"], p["failure"] or None, rolling.clock(), p["timing"])
         except RollingError as exc:
             module.fail_json(msg=f"Run {p['run_id']!r}: {exc}.")
         record = run.nodes[p["node"]]
-        result.update(
+        return ReleaseResult(
             changed=changed,
+            status=rolling.status(run),
             node=p["node"],
             state=record.state,
             failure=record.message if record.state == FAILED else None,
-            released=[],
             abort=fail_budget(run, rolling.options.max_fail_percentage).exceeded,
         )
-    elif p["step"] == "drive":
-        result.update(passes=0, errors=[])
-    elif p["step"] == "stop":
-        result.update(changed=run.stopped is None, stopped=run.stopped)
-    else:
-        return rolling.summary()
-    result.update(rolling.status(run))
-    return result
+    if p["step"] == "drive":
+        return DriveResult(status=rolling.status(run))
+    if p["step"] == "stop":
+        return StopResult(changed=run.stopped is None, status=rolling.status(run), stopped=run.stopped)
+    return rolling.summary()
 
 
 def run(module: Any) -> None:
@@ -311,21 +316,20 @@ def run(module: Any) -> None:
         if record_lock is not None:
             rolling.record_lock = partial(record_lock, f"{options.record_namespace}/{rolling.name}")
         if module.check_mode:
-            result = check_mode_result(rolling, module)
-            if step == "start":
-                result["overrides"] = overrides
-            module.exit_json(**result)
+            checked = check_mode_result(rolling, module)
+            if isinstance(checked, StartResult):
+                checked.overrides = overrides
+            module.exit_json(**checked.as_dict())
         resume = p["resume"]
         if resume is not None and STEP_OF_WAIT[resume["phase"]] != step:
             module.fail_json(
                 msg=f"resume with phase {resume['phase']!r} goes with step={STEP_OF_WAIT[resume['phase']]}, "
                 f"not step={step}."
             )
+        result: StepResult
         if step == "start":
-            result = {
-                **rolling.start(targets(module), p["interrupted"], p["retry_failed"], resume, p["defer_requests"]),
-                "overrides": overrides,
-            }
+            result = rolling.start(targets(module), p["interrupted"], p["retry_failed"], resume, p["defer_requests"])
+            result.overrides = overrides
         elif step == "admit":
             result = rolling.admit(p["node"], resume)
         elif step == "release":
@@ -343,7 +347,7 @@ def run(module: Any) -> None:
         warn_passes(module, rolling)
         module.fail_error(exc)
     warn_passes(module, rolling)
-    module.exit_json(**result)
+    module.exit_json(**result.as_dict())
 
 
 def warn_passes(module: Any, rolling: Rolling | None) -> None:

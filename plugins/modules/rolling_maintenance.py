@@ -456,6 +456,59 @@ requested:
   returned: success and O(step=start)
   type: list
   elements: dict
+added:
+  description: With O(step=start), the targets new to the run's record.
+  returned: success and O(step=start)
+  type: list
+  elements: str
+requeued:
+  description:
+    - With O(step=start), the nodes queued again (pending), interrupted during their maintenance with
+      O(interrupted=rerun) or failed with O(retry_failed).
+  returned: success and O(step=start)
+  type: list
+  elements: str
+waiting:
+  description:
+    - When a step handed its wait back (see O(progress_after)), what it waits for. The task's action prints it and
+      runs the step again with RV(resume), so a task's result has it only when the module ran without its action.
+  returned: when a wait was handed back
+  type: dict
+  contains:
+    phase:
+      description: The wait, as O(resume.phase).
+      type: str
+    since:
+      description: When the wait began (seconds since the epoch).
+      type: float
+    waited:
+      description: Seconds waited so far.
+      type: float
+    timeout:
+      description: The most the wait lasts (O(gate_timeout), O(wave_timeout) or O(node_ready_timeout)).
+      type: float
+    message:
+      description: What the step waits for, for a person.
+      type: str
+    nodes_not_ready:
+      description: With V(interrupted) and V(back), the nodes not Ready in Kubernetes yet.
+      type: list
+      elements: str
+    blockers:
+      description: With V(admit_gate), what blocks (as RV(stopped.blockers)).
+      type: list
+      elements: dict
+  sample:
+    phase: admit
+    since: 1796054400.0
+    waited: 30.2
+    timeout: 3600
+    message: "Run chg-1: gpu-07 waiting for the scheduler (waiting 30s of at most 3600s)"
+resume:
+  description: When a step handed its wait back, what to give as O(resume) to the same step to go on with it.
+  returned: when a wait was handed back
+  type: dict
+  sample: {phase: admit, since: 1796054400.0, nodes: [gpu-07]}
 pending:
   description: With O(step=start), the nodes waiting for their admission.
   returned: success and O(step=start)

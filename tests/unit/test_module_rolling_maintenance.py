@@ -9,8 +9,20 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 from ansible_collections.nodeops.maintenance.plugins.module_utils import rolling_steps
 from ansible_collections.nodeops.maintenance.plugins.module_utils.core.maintenance import lifecycle as lc
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling_results import (
+    AdmitResult,
+    DriveResult,
+    ReleaseResult,
+    RunStatus,
+    StartResult,
+    StepResult,
+    StopResult,
+    SummaryResult,
+    Waiting,
+)
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import NODES
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module import K8sModule
 from ansible_collections.nodeops.maintenance.plugins.modules import rolling_maintenance
@@ -92,6 +104,39 @@ def test_check_mode_admit_past_the_fail_budget_aborts_without_a_change(
 
 
 # ============================================================================== summary
+def documented_returns() -> set[str]:
+    return set(yaml.safe_load(rolling_maintenance.RETURN))
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        StartResult(window={}, stopped={}, overrides=[]),
+        AdmitResult(gates={}, stopped={}, withdrawn=[], window={}, failure="x", blocked=[]),
+        ReleaseResult(wave=1, state="done"),
+        DriveResult(),
+        StopResult(),
+        SummaryResult(),
+    ],
+    ids=lambda result: type(result).__name__,
+)
+def test_every_value_a_step_can_return_is_documented(result: StepResult) -> None:
+    """Each result with every field set, its run status and a wait handed back, rendered as the module returns it:
+    no key the module's RETURN documentation does not list."""
+    result.status = RunStatus("r", "ns/cm", 0, {}, [], [], [], 0.0, False)
+    result.waiting = Waiting("admit", 1.0, 0.0, 1.0, "m", ["n0"], {"nodes_not_ready": []})
+    rendered = result.as_dict()
+    assert {"changed", "waiting", "resume", "run_id", "complete"} <= set(rendered)
+    assert set(rendered) - documented_returns() == {"changed"}
+
+
+def test_a_value_left_out_while_none_is_left_out_and_the_others_stay() -> None:
+    rendered = AdmitResult(node="n0").as_dict()
+    assert rendered["wave"] is None and rendered["state"] is None  # always there
+    assert not {"gates", "stopped", "withdrawn", "window", "failure", "blocked", "waiting", "resume"} & set(rendered)
+    assert "run_id" not in rendered  # no status given
+
+
 def test_check_mode_summary_reads_only(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
     admitted(api, "n0")
     result = checked(api, capsys, step="summary")

@@ -147,8 +147,33 @@ def api() -> Api:
     return fake
 
 
-def rolling(api: Api, fetch_alerts: Any = None, **options: Any) -> Rolling:
-    """A fresh Rolling, as each step of the playbook makes (a module run): nothing kept in memory."""
+class Rendered:
+    """A Rolling whose steps return their results as the module renders them (``as_dict``: what a playbook sees);
+    anything else is the Rolling's own."""
+
+    STEPS = frozenset(("start", "admit", "release", "drive", "stop", "summary"))
+
+    def __init__(self, engine: Rolling) -> None:
+        object.__setattr__(self, "engine", engine)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.engine, name)
+        if name not in self.STEPS:
+            return value
+
+        def step(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            result: dict[str, Any] = value(*args, **kwargs).as_dict()
+            return result
+
+        return step
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.engine, name, value)
+
+
+def rolling(api: Api, fetch_alerts: Any = None, **options: Any) -> Any:
+    """A fresh Rolling, as each step of the playbook makes (a module run): nothing kept in memory. Its steps return
+    what the module renders (see :class:`Rendered`)."""
     defaults: dict[str, Any] = {
         "run_id": RUN,
         "requestor": REQUESTOR,
@@ -162,12 +187,14 @@ def rolling(api: Api, fetch_alerts: Any = None, **options: Any) -> Rolling:
         "node_ready_timeout": 20.0,
         "release_timeout": 20.0,
     }
-    return Rolling(
-        api,  # type: ignore[arg-type]
-        RunOptions(**{**defaults, **options}),
-        clock=api.clock,
-        monotonic=api.clock,
-        fetch_alerts=fetch_alerts,
+    return Rendered(
+        Rolling(
+            api,  # type: ignore[arg-type]
+            RunOptions(**{**defaults, **options}),
+            clock=api.clock,
+            monotonic=api.clock,
+            fetch_alerts=fetch_alerts,
+        )
     )
 
 

@@ -45,6 +45,17 @@ from .requests import (
     is_given_back,
     is_kept_for_others,
 )
+from .rolling_results import (
+    AdmitResult,
+    DriveResult,
+    ReleaseResult,
+    RunStatus,
+    StartResult,
+    StepResult,
+    StopResult,
+    SummaryResult,
+    Waiting,
+)
 
 FAILED_REASON = "FailedMaintenance"
 STOP_WINDOW = "window"
@@ -69,6 +80,7 @@ UPDATE_ATTEMPTS = 30
 UPDATE_BACKOFF = 1.0  # the longest pause (seconds, at random up to it) before an update is tried again
 NAMES_SHOWN = 5  # nodes a progress message names
 T = TypeVar("T")
+R = TypeVar("R", bound=StepResult)
 NODE_GONE = "its Node object is gone (deleted during the run, before its admission); it was not maintained"
 DRIVER_SUFFIX = "-driver"  # the end of a driver's Lease identity (see Rolling.drive)
 LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease before it looks again
@@ -367,32 +379,24 @@ class Rolling:
         since: float,
         timeout: float,
         message: str,
-        step_result: Mapping[str, Any],
+        result: R,
         resume_nodes: Sequence[str] = (),
         **details: Any,
-    ) -> dict[str, Any]:
-        """The result of a step that hands its wait back: what it waits for, since when, and ``resume``, which
-        the next call of the same step takes to go on with the same deadline. ``step_result``: what the step has
-        done so far."""
+    ) -> R:
+        """``result`` (what the step has done so far) as a step that hands its wait back: what it waits for, since
+        when, and the ``resume`` token the next call of the same step takes to go on with the same deadline."""
         waited = max(0.0, self.clock() - since)
-        return {
-            "changed": False,
-            **step_result,
-            "waiting": {
-                "phase": phase,
-                "since": since,
-                "waited": round(waited, 1),
-                "timeout": timeout,
-                "message": f"Run {self.options.run_id}: {message} (waiting {waited:.0f}s of at most {timeout:g}s)",
-                **details,
-            },
-            "resume": {
-                "phase": phase,
-                "since": since,
-                **({"nodes": list(resume_nodes)} if resume_nodes or phase == WAIT_INTERRUPTED else {}),
-            },
-            **self.status(run),
-        }
+        result.waiting = Waiting(
+            phase=phase,
+            since=since,
+            waited=round(waited, 1),
+            timeout=timeout,
+            message=f"Run {self.options.run_id}: {message} (waiting {waited:.0f}s of at most {timeout:g}s)",
+            resume_nodes=list(resume_nodes) if resume_nodes or phase == WAIT_INTERRUPTED else None,
+            details=details,
+        )
+        result.status = self.status(run)
+        return result
 
     # -- steps -----------------------------------------------------------------------------------
     def start(
@@ -402,7 +406,7 @@ class Rolling:
         retry_failed: bool,
         resume: Mapping[str, Any] | None = None,
         defer_requests: bool = False,
-    ) -> dict[str, Any]:
+    ) -> StartResult:
         """Bring the record and the requests in line with the targets; the nodes interrupted during their
         maintenance are released once Ready. With ``progress_after``, that Ready wait hands back ``waiting``
         when it lasts longer; the call with its ``resume`` goes on with the release alone (the rest is done).
@@ -428,18 +432,7 @@ class Rolling:
                 self.client.list(PODS, label_selector=gates.pod_selector)
             window = self.window_state()
             if window is not None and not window["open"]:  # changes nothing: no record, no request
-                return {
-                    "changed": False,
-                    "requested": [],
-                    "added": [],
-                    "interrupted": [],
-                    "requeued": [],
-                    "released": [],
-                    "pending": [],
-                    "finished": [],
-                    "window": window,
-                    "stopped": self.window_stop(window),
-                }
+                return StartResult(window=window, stopped=self.window_stop(window))
             run = self.load()
             plan = core.plan_start(run, targets, self.clock(), interrupted, retry_failed)
             try:
@@ -456,18 +449,18 @@ class Rolling:
                 withdrawn = [a for a in self.requests.absent(plan.request) if a.action in (DELETED, LEFT)]
                 self._warn_kept(withdrawn)
                 actions = withdrawn
-        result = {
-            "changed": start_changed(plan, actions),
-            "requested": [a.as_dict() for a in actions],
-            "added": plan.added,
-            "interrupted": plan.release + plan.fail,
-            "requeued": plan.rerun,
-            "released": [],
-            "finished": plan.finished,
-        }
+        result = StartResult(
+            changed=start_changed(plan, actions),
+            requested=[a.as_dict() for a in actions],
+            added=plan.added,
+            interrupted=plan.release + plan.fail,
+            requeued=plan.rerun,
+            finished=plan.finished,
+        )
         since = self._since(resume, WAIT_INTERRUPTED)
         timeout = self.options.node_ready_timeout
         not_back, left = self._wait_ready(plan.release, self._deadline(since, timeout), call_began)
+        result.pending = run.in_state(core.PENDING)
         if left:
             return self._waiting(
                 run,
@@ -476,7 +469,7 @@ class Rolling:
                 timeout,
                 f"waiting for {_named(left)}, interrupted during their maintenance, to be Ready in Kubernetes "
                 "before they are released",
-                {**result, "pending": run.in_state(core.PENDING)},
+                result,
                 resume_nodes=plan.release,
                 nodes_not_ready=left,
             )
@@ -485,9 +478,10 @@ class Rolling:
             self._mark_failed_request(node, run.nodes[node].message)
         if not_back:
             self.save(run)
-        result["released"] = self._release(run, [n for n in plan.release if n not in not_back])
+        result.released = self._release(run, [n for n in plan.release if n not in not_back])
         self.save(run)
-        return {**result, "pending": run.in_state(core.PENDING), **self.status(run)}
+        result.pending, result.status = run.in_state(core.PENDING), self.status(run)
+        return result
 
     def _gone(
         self, pending: Sequence[str], missing: Sequence[str], report: PassReport | None, first: bool
@@ -502,7 +496,7 @@ class Rolling:
             suspects = [n for n in pending if n in missing or (listed is not None and n not in listed)]
         return self.requests.unknown_nodes(suspects) if suspects else []
 
-    def admit(self, node: str, resume: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def admit(self, node: str, resume: Mapping[str, Any] | None = None) -> AdmitResult:
         """Hand one node of the run to its maintenance tasks: check the window and the gates for it, make its
         request when it has none, run reconcile passes (``engine=builtin``) until the scheduler has made it Ready
         (cordoned and drained within the limits), then record it as ``maintaining`` in an admission batch. Each
@@ -519,7 +513,7 @@ class Rolling:
                     self._give_up(node)
             raise
 
-    def _admit(self, node: str, resume: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _admit(self, node: str, resume: Mapping[str, Any] | None) -> AdmitResult:
         opts = self.options
         call_began = self.monotonic()
         self._take_turns()
@@ -531,7 +525,9 @@ class Rolling:
             return self._admitted(run, node, changed=False)
         self._asked = True
         if run.stopped is not None:  # another node's step stopped the run: nothing new for it
-            return {**self._give_up(node), "stopped": run.stopped}
+            given_up = self._give_up(node)
+            given_up.stopped = run.stopped
+            return given_up
         if core.fail_budget(run, opts.max_fail_percentage).exceeded:
             return self._give_up(node, abort=True)
         gate_report: dict[str, Any] = {}
@@ -539,7 +535,7 @@ class Rolling:
             since = self._since(resume, WAIT_ADMIT_GATE)
             stop, gate_report = self._hold(run, node, since, call_began)
             if stop is not None:
-                return {**stop, "node": node, "admitted": False}
+                return stop
         since = self._since(resume, WAIT_ADMIT)
         deadline = self._deadline(since, opts.wave_timeout)
         if self.reconciler is not None:
@@ -551,7 +547,7 @@ class Rolling:
         while True:
             window = self.window_state()
             if window is not None and not window["open"]:  # the window closed while the node waited
-                return {**self._stop(run, self.window_stop(window), node, window), "node": node, "admitted": False}
+                return self._stop(run, self.window_stop(window), node, window)
             began = self.clock()
             report = self._pass()
             changed = report is not None and report.changed
@@ -567,11 +563,13 @@ class Rolling:
                 gone = bool(self.requests.unknown_nodes([node])) if listed is None or node not in listed else False
                 stopped = self.load().stopped
                 if stopped is not None and not gone:
-                    return {**self._stop(run, stopped, node), "node": node, "admitted": False}
+                    return self._stop(run, stopped, node)
             if gone:
                 self.requests.absent([node])
                 run = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))[0]
-                return {**self._admitted(run, node, changed=True), "failure": NODE_GONE}
+                gone_result = self._admitted(run, node, changed=True)
+                gone_result.failure = NODE_GONE
+                return gone_result
             waits_its_turn = phases[node] is None or phases[node] not in (*core.ACTIVE_PHASES, *core.DRAINED_PHASES)
             if gates is not None and waits_its_turn and self.monotonic() >= gate_look:
                 # still in the scheduler's queue: a gate that started to block since must hold it back (nothing new
@@ -581,7 +579,7 @@ class Rolling:
                     self._give_back([node])
                     stop, gate_report = self._hold(run, node, self.clock(), call_began)
                     if stop is not None:
-                        return {**stop, "node": node, "admitted": False}
+                        return stop
                     since, deadline = self.clock(), self._deadline(self.clock(), opts.wave_timeout)
                     first = True
                     continue
@@ -590,7 +588,7 @@ class Rolling:
                 # request again for a node another host of it admitted (and released) meanwhile
                 now_on_record = self.load()
                 if now_on_record.stopped is not None:
-                    return {**self._stop(run, now_on_record.stopped, node), "node": node, "admitted": False}
+                    return self._stop(run, now_on_record.stopped, node)
                 if now_on_record.nodes[node].state != core.PENDING:
                     return self._admitted(now_on_record, node, changed=False)
                 self.requests.present([node], checked=True)
@@ -610,10 +608,11 @@ class Rolling:
                 run, (batch, opened) = self.update(take)
                 if batch is None and run.nodes[node].state == core.PENDING:
                     if run.stopped is not None:
-                        return {**self._stop(run, run.stopped, node), "node": node, "admitted": False}
+                        return self._stop(run, run.stopped, node)
                     return self._give_up(node, abort=True)  # the failures went over the budget
                 admitted = self._admitted(run, node, changed=self.wrote, admitted=self.wrote)
-                return {**admitted, "opened": self.wrote and opened, "gates": gate_report}
+                admitted.opened, admitted.gates = self.wrote and opened, gate_report
+                return admitted
             if self.monotonic() >= deadline:  # admit gives the request back
                 why = self.requests.explain(self._action(node, objects.get(node) or deleting.get(node)))
                 message = (
@@ -622,12 +621,12 @@ class Rolling:
                 )
                 if node not in deleting and phases[node] not in (*core.ACTIVE_PHASES, *core.DRAINED_PHASES):
                     # no slot came for it: the nodes after it would wait as long, so the run stops for them all
-                    stop = {
+                    timed_out = {
                         "reason": STOP_TIMEOUT,
                         "message": f"{message}. The run stopped: nothing new is cordoned; run the same command "
                         "again to go on once the scheduler has room.",
                     }
-                    self.update(partial(self._record_stop, stop))
+                    self.update(partial(self._record_stop, timed_out))
                 raise RequestError(message)
             if self._progress_due(call_began):
                 state = (
@@ -645,12 +644,12 @@ class Rolling:
                     since,
                     opts.wave_timeout,
                     f"{node} {state}",
-                    {"node": node, "admitted": False, "wave": None, "done": False, "abort": False},
+                    AdmitResult(node=node),
                     resume_nodes=[node],
                 )
             self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
 
-    def _give_up(self, node: str, abort: bool = False) -> dict[str, Any]:
+    def _give_up(self, node: str, abort: bool = False) -> AdmitResult:
         """Give the request of a node that will not be admitted now back (waiting until it is gone: the node
         uncordoned) and leave the node pending, as a stop does; what admit returns then."""
         self._give_back([node])
@@ -670,21 +669,20 @@ class Rolling:
 
     def _admitted(
         self, run: core.RunRecord, node: str, changed: bool, abort: bool = False, admitted: bool = False
-    ) -> dict[str, Any]:
+    ) -> AdmitResult:
         """What admit returns for ``node``: ``admitted`` when this call handed it to its maintenance tasks (a node
         admitted earlier, by this host or another, is not handed over again), and the record's view of it."""
         record = run.nodes[node]
-        return {
-            "changed": changed,
-            "node": node,
-            "admitted": admitted,
-            "opened": False,
-            "wave": record.wave if admitted else None,
-            "state": record.state,
-            "done": not run.in_state(core.PENDING),
-            "abort": abort,
-            **self.status(run),
-        }
+        return AdmitResult(
+            changed=changed,
+            status=self.status(run),
+            node=node,
+            admitted=admitted,
+            wave=record.wave if admitted else None,
+            state=record.state,
+            done=not run.in_state(core.PENDING),
+            abort=abort,
+        )
 
     def release(
         self,
@@ -692,7 +690,7 @@ class Rolling:
         failure: str | None,
         timing: Sequence[float] | None = None,
         resume: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReleaseResult:
         """Take the outcome of one admitted node's maintenance tasks (``failure``: why they failed; None: they
         passed), wait until the node is Ready in Kubernetes and release it (the request given back, the node
         uncordoned). A failed node keeps its request (RequestorFailed, cordoned for a person) unless
@@ -737,7 +735,7 @@ class Rolling:
                 since or self.clock(),
                 opts.node_ready_timeout,
                 f"waiting for {node} to be Ready in Kubernetes after its maintenance",
-                {"node": node, "released": [], "failure": None},
+                ReleaseResult(node=node),
                 resume_nodes=[node],
                 nodes_not_ready=left,
             )
@@ -770,25 +768,25 @@ class Rolling:
             self._ended = ended
         return run, value
 
-    def _released(self, run: core.RunRecord, node: str, changed: bool, released: list[str]) -> dict[str, Any]:
+    def _released(self, run: core.RunRecord, node: str, changed: bool, released: list[str]) -> ReleaseResult:
         record = run.nodes[node]
         ended: dict[str, Any] | None = None
         if self._ended is not None:
             nodes, failures = core.batch_of(run, self._ended)
             ended = {"wave": self._ended, "nodes": nodes, "failures": failures}
-        return {
-            "changed": changed,
-            "node": node,
-            "wave": record.wave,
-            "batch_ended": ended,
-            "state": record.state,
-            "failure": record.message if record.state == core.FAILED else None,
-            "released": released,
-            "abort": core.fail_budget(run, self.options.max_fail_percentage).exceeded,
-            **self.status(run),
-        }
+        return ReleaseResult(
+            changed=changed,
+            status=self.status(run),
+            node=node,
+            wave=record.wave,
+            batch_ended=ended,
+            state=record.state,
+            failure=record.message if record.state == core.FAILED else None,
+            released=released,
+            abort=core.fail_budget(run, self.options.max_fail_percentage).exceeded,
+        )
 
-    def drive(self, alive: Callable[[], bool] = lambda: True) -> dict[str, Any]:
+    def drive(self, alive: Callable[[], bool] = lambda: True) -> DriveResult:
         """The run's driver: reconcile passes one after the other (``engine=builtin``), holding the Lease from pass
         to pass, until no node of the run is pending or maintaining, or ``alive`` says the run's playbook is gone.
         While it holds the Lease, the nodes' steps (``admit``, ``release``) run no pass of their own: each looks at
@@ -801,7 +799,7 @@ class Rolling:
         so that the driver of a run of the same config in another namespace (which its passes do not serve) is not
         kept waiting until this run ends. A stopped run's driver ends once no node of it is maintaining."""
         if self.reconciler is None:
-            return {"changed": False, "passes": 0, "errors": [], **self.status(self.load())}
+            return DriveResult(status=self.status(self.load()))
         options = self.reconciler.options
         # a reconciler of its own, which schedules new requests (the nodes' steps make them)
         reconciler = Reconciler(self.client, replace(options, lease_wait=min(options.lease_wait, DRIVER_TURN)))
@@ -849,32 +847,32 @@ class Rolling:
         with contextlib.suppress(K8sError):  # no holder hands the Lease to a driver that has ended
             reconciler.lease.withdraw()
         try:
-            status = self.status(self.load())
+            status: RunStatus | None = self.status(self.load())
         except (K8sError, RequestError):
-            status = {}
-        return {"changed": changed, "passes": passes, "errors": errors, **status}
+            status = None
+        return DriveResult(changed=changed, status=status, passes=passes, errors=errors)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> SummaryResult:
         run = self.load()
         rows = core.summary_rows(run)
         status = self.status(run)
         backs = [r.back for r in run.nodes.values() if r.back is not None]
         total = f"{max(backs) - run.started:.0f}s" if backs and run.started is not None else "-"
-        counts = ", ".join(f"{state} {count}" for state, count in status["counts"].items() if count)
+        counts = ", ".join(f"{state} {count}" for state, count in status.counts.items() if count)
         lines = [
             *core.render_summary(rows),
             f"waves: {run.last_wave}; {counts}; from the first request to the last release: {total}",
         ]
         if run.stopped is not None:
             lines.append(f"stopped ({run.stopped['reason']}): {run.stopped.get('message', '')}")
-        return {"changed": False, "nodes": rows, "lines": lines, "stopped": run.stopped, **status}
+        return SummaryResult(status=status, nodes=rows, lines=lines, stopped=run.stopped)
 
-    def stop(self, message: str) -> dict[str, Any]:
+    def stop(self, message: str) -> StopResult:
         """Stop the run (the playbook's fatal notification): on record, so that each node's admit gives its request
         back and admits nothing more; the nodes in their maintenance go on. The next start goes on with the run."""
         stop = {"reason": STOP_ASKED, "message": message or "the run was stopped"}
         run, stopped = self.update(partial(self._record_stop, stop))
-        return {"changed": self.wrote, "stopped": stopped, **self.status(run)}
+        return StopResult(changed=self.wrote, status=self.status(run), stopped=stopped)
 
     def _record_stop(self, stop: Mapping[str, Any], run: core.RunRecord) -> dict[str, Any]:
         return core.record_stop(run, stop, self.clock())
@@ -908,7 +906,7 @@ class Rolling:
 
     def _hold(
         self, run: core.RunRecord, node: str, since: float, began: float
-    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    ) -> tuple[AdmitResult | None, dict[str, Any]]:
         """Before anything that could schedule ``node``: the window, then the gates, checked again every gate
         interval while they block, up to the gate timeout from ``since`` (when the gate wait began, on the wall
         clock). (a result that stops the run or hands the wait back, or None; what the gates did). A stop takes back
@@ -951,7 +949,7 @@ class Rolling:
                     since,
                     gates.timeout,
                     message,
-                    {"node": node, "admitted": False, "wave": None, "abort": False},
+                    AdmitResult(node=node),
                     resume_nodes=[node],
                     blockers=[b.as_dict() for b in blockers],
                 )
@@ -988,7 +986,7 @@ class Rolling:
 
     def _stop(
         self, run: core.RunRecord, stopped: dict[str, Any], node: str, window: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    ) -> AdmitResult:
         """Stop the run before ``node`` is admitted: record the stop (the first one stays) for every node's step,
         give the node's request back while it is pending, so that nothing is cordoned or drained for this run while
         it stands still (a node already prepared is uncordoned), and say why. The same command goes on later: start
@@ -1014,33 +1012,30 @@ class Rolling:
             core.record_stop(r, stopped, self.clock())
 
         run = self.update(withdraw)[0]
-        return {
-            "changed": bool(withdrawn),
-            "wave": None,
-            "opened": False,
-            "state": run.nodes[node].state if node in run.nodes else None,
-            "done": False,
-            "abort": False,
-            "stopped": stopped,
-            "withdrawn": withdrawn,
-            "window": window,
-            **self.status(run),
-        }
+        return AdmitResult(
+            changed=bool(withdrawn),
+            status=self.status(run),
+            node=node,
+            state=run.nodes[node].state if node in run.nodes else None,
+            stopped=stopped,
+            withdrawn=withdrawn,
+            window=window,
+        )
 
     # -- helpers ---------------------------------------------------------------------------------
-    def status(self, run: core.RunRecord) -> dict[str, Any]:
+    def status(self, run: core.RunRecord) -> RunStatus:
         budget = core.fail_budget(run, self.options.max_fail_percentage)
-        return {
-            "run_id": self.options.run_id,
-            "record": f"{self.options.record_namespace}/{self.name}",
-            "waves": run.last_wave,
-            "counts": {state: len(run.in_state(state)) for state in core.STATES},
-            "need_a_look": run.in_state(core.FAILED, core.INTERRUPTED),
-            "failed_nodes": run.in_state(core.FAILED),
-            "interrupted_nodes": run.in_state(core.INTERRUPTED),
-            "failed_percentage": budget.percentage,
-            "complete": not run.in_state(core.PENDING, core.MAINTAINING),
-        }
+        return RunStatus(
+            run_id=self.options.run_id,
+            record=f"{self.options.record_namespace}/{self.name}",
+            waves=run.last_wave,
+            counts={state: len(run.in_state(state)) for state in core.STATES},
+            need_a_look=run.in_state(core.FAILED, core.INTERRUPTED),
+            failed_nodes=run.in_state(core.FAILED),
+            interrupted_nodes=run.in_state(core.INTERRUPTED),
+            failed_percentage=budget.percentage,
+            complete=not run.in_state(core.PENDING, core.MAINTAINING),
+        )
 
     def _action(self, node: str, obj: dict[str, Any] | None) -> Action:
         meta = (obj or {}).get("metadata") or {}
