@@ -14,15 +14,8 @@ from .core.maintenance.gates import (
     compile_alert_filter,
 )
 from .core.maintenance.rolling import (
-    FAILED,
     INTERRUPTED_POLICIES,
-    PENDING,
     RollingError,
-    RunRecord,
-    check_capacity,
-    fail_budget,
-    node_outcome,
-    plan_start,
     record_name,
 )
 from .core.maintenance.window import parse_window
@@ -31,8 +24,6 @@ from .engines.maintenance import (
     ReconcileOptions,
 )
 from .engines.requests import (
-    DELETED,
-    LEFT,
     RequestError,
     for_engine,
     nm_spec,
@@ -43,15 +34,9 @@ from .engines.rolling import (
     GateOptions,
     Rolling,
     RunOptions,
-    start_changed,
 )
 from .engines.rolling_results import (
-    AdmitResult,
-    DriveResult,
-    ReleaseResult,
-    StartResult,
     StepResult,
-    StopResult,
 )
 from .k8s.client import NODES
 from .prometheus import alerts as prometheus_alerts
@@ -212,84 +197,6 @@ def targets(module: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def admit_check(rolling: Rolling, run: RunRecord, node: str) -> AdmitResult:
-    """What O(step=admit) would do, without waiting or writing: a change when the node is pending and the
-    failures, the window and the gates (for this node) let it through."""
-    state = run.nodes[node].state
-    abort = fail_budget(run, rolling.options.max_fail_percentage).exceeded
-    result = AdmitResult(
-        changed=state == PENDING and not abort and run.stopped is None,
-        status=rolling.status(run),
-        node=node,
-        state=state,
-        abort=abort,
-    )
-    if run.stopped is not None and state == PENDING:
-        result.stopped = run.stopped
-    if result.changed:
-        window = rolling.window_state()
-        blockers = [b.as_dict() for b in rolling.blockers([node])] if window is None or window["open"] else []
-        result.window, result.blocked = window, blockers
-        if (window is not None and not window["open"]) or blockers:
-            result.changed = False
-    return result
-
-
-def check_mode_result(rolling: Rolling, module: Any) -> StepResult:
-    """What a step would do, without writing."""
-    p = module.params
-    run = rolling.load()
-    if p["step"] == "start":
-        nodes = targets(module)
-        rolling.requests.check_mode = True
-        rolling.requests.check_nodes(nodes)
-        window = rolling.window_state()
-        if window is not None and not window["open"]:
-            return StartResult(window=window, stopped=rolling.window_stop(window))
-        plan = plan_start(run, nodes, rolling.clock(), p["interrupted"], p["retry_failed"])
-        try:
-            check_capacity(run)
-        except RollingError as exc:
-            module.fail_json(msg=f"Run {p['run_id']!r}: {exc}.")
-        if p["defer_requests"]:  # what a deferred start would give back (see Rolling.start)
-            actions = [a for a in rolling.requests.absent(plan.request) if a.action in (DELETED, LEFT)]
-        else:
-            actions = rolling.requests.present(plan.request) if plan.request else []
-        return StartResult(
-            changed=start_changed(plan, actions),
-            status=rolling.status(run),
-            requested=[a.as_dict() for a in actions],
-            added=plan.added,
-            interrupted=plan.release + plan.fail,
-            requeued=plan.rerun,
-            pending=run.in_state(PENDING),
-            finished=plan.finished,
-        )
-    if p["step"] in ("admit", "release") and p["node"] not in run.nodes:
-        module.fail_json(msg=f"{p['node']} is not a node of run {p['run_id']!r}; a start step adds the targets first.")
-    if p["step"] == "admit":
-        return admit_check(rolling, run, p["node"])
-    if p["step"] == "release":
-        try:
-            changed = node_outcome(run, p["node"], p["failure"] or None, rolling.clock(), p["timing"])
-        except RollingError as exc:
-            module.fail_json(msg=f"Run {p['run_id']!r}: {exc}.")
-        record = run.nodes[p["node"]]
-        return ReleaseResult(
-            changed=changed,
-            status=rolling.status(run),
-            node=p["node"],
-            state=record.state,
-            failure=record.message if record.state == FAILED else None,
-            abort=fail_budget(run, rolling.options.max_fail_percentage).exceeded,
-        )
-    if p["step"] == "drive":
-        return DriveResult(status=rolling.status(run))
-    if p["step"] == "stop":
-        return StopResult(changed=run.stopped is None, status=rolling.status(run), stopped=run.stopped)
-    return rolling.summary()
-
-
 def run(module: Any) -> None:
     """The step the module's parameters name, ending in ``module.exit_json`` or ``module.fail_json``: a
     K8sModule, or the action's stand-in for one when the step runs on the controller."""
@@ -311,15 +218,11 @@ def run(module: Any) -> None:
         window = Rolling(None, options).window_state()  # type: ignore[arg-type]
         module.exit_json(changed=False, window=window, open=window is None or window["open"])
     try:
-        rolling = Rolling(module.client, options, fetch_alerts=prometheus_alerts)
+        # check mode: the same step on an overlay of the cluster that writes nothing and waits for nothing
+        rolling = Rolling(module.client, options, fetch_alerts=prometheus_alerts, plan=module.check_mode)
         record_lock = getattr(module, "record_lock", None)  # the action's: its workers take turns at the record
         if record_lock is not None:
             rolling.record_lock = partial(record_lock, f"{options.record_namespace}/{rolling.name}")
-        if module.check_mode:
-            checked = check_mode_result(rolling, module)
-            if isinstance(checked, StartResult):
-                checked.overrides = overrides
-            module.exit_json(**checked.as_dict())
         resume = p["resume"]
         if resume is not None and STEP_OF_WAIT[resume["phase"]] != step:
             module.fail_json(
@@ -347,7 +250,10 @@ def run(module: Any) -> None:
         warn_passes(module, rolling)
         module.fail_error(exc)
     warn_passes(module, rolling)
-    module.exit_json(**result.as_dict())
+    rendered = result.as_dict()
+    if module.check_mode:  # a plan's wait is not gone on with (what it did before is not written)
+        rendered.pop("resume", None)
+    module.exit_json(**rendered)
 
 
 def warn_passes(module: Any, rolling: Rolling | None) -> None:

@@ -97,16 +97,12 @@ attributes:
   check_mode:
     support: partial
     details:
-      - O(step=start) reports what it would request and how it would treat interrupted nodes, and writes nothing.
-      - O(step=start) outside the window reports RV(stopped) and no change.
-      - O(step=summary) reads only.
+      - Each step runs as it would, on a copy of what it reads from the cluster that keeps its writes in memory, and
+        reports what it would do; nothing is written to the cluster.
+      - It waits for nothing and runs no reconcile pass. Where the step would wait (for the scheduler, its gates, a
+        node to be Ready in Kubernetes), it stops and returns RV(waiting), saying what it would wait for (no
+        RV(resume)). An O(step=admit) whose node's request is Ready already reports the admission it would record.
       - O(step=drive) starts no driver and reports no change.
-      - O(step=stop) writes nothing; it reports a change when the run is not stopped on record yet.
-      - O(step=admit) admits nothing; it reports a change when the node is pending and the window, the gates and the
-        failures let it through and the run is not stopped on record (then RV(stopped)). It checks the window and
-        the gates once (reads only, no waiting) and returns RV(window) and RV(blocked).
-      - O(step=release) reports the outcome it would record, and a change when the node's outcome is not on record
-        yet.
   diff_mode:
     support: none
 options:
@@ -471,7 +467,8 @@ requeued:
 waiting:
   description:
     - When a step handed its wait back (see O(progress_after)), what it waits for. The task's action prints it and
-      runs the step again with RV(resume), so a task's result has it only when the module ran without its action.
+      runs the step again with RV(resume), so a task's result has it only when the module ran without its action,
+      or in check mode (what the step would wait for).
   returned: when a wait was handed back
   type: dict
   contains:
@@ -618,11 +615,6 @@ gates:
   returned: when O(step=admit) admitted its node
   type: dict
   sample: {checks: 3, waited: 60.2, blocked_by: ["alert CephHealthWarning (firing): severity=warning"]}
-blocked:
-  description: In check mode, O(step=admit), what blocks the node's admission now.
-  returned: check mode
-  type: list
-  elements: dict
 lines:
   description: With O(step=summary), the summary as a table, one string a line.
   returned: success and O(step=summary)

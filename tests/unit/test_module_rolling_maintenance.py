@@ -112,7 +112,7 @@ def documented_returns() -> set[str]:
     "result",
     [
         StartResult(window={}, stopped={}, overrides=[]),
-        AdmitResult(gates={}, stopped={}, withdrawn=[], window={}, failure="x", blocked=[]),
+        AdmitResult(gates={}, stopped={}, withdrawn=[], window={}, failure="x"),
         ReleaseResult(wave=1, state="done"),
         DriveResult(),
         StopResult(),
@@ -133,7 +133,7 @@ def test_every_value_a_step_can_return_is_documented(result: StepResult) -> None
 def test_a_value_left_out_while_none_is_left_out_and_the_others_stay() -> None:
     rendered = AdmitResult(node="n0").as_dict()
     assert rendered["wave"] is None and rendered["state"] is None  # always there
-    assert not {"gates", "stopped", "withdrawn", "window", "failure", "blocked", "waiting", "resume"} & set(rendered)
+    assert not {"gates", "stopped", "withdrawn", "window", "failure", "waiting", "resume"} & set(rendered)
     assert "run_id" not in rendered  # no status given
 
 
@@ -213,9 +213,13 @@ def test_check_mode_admit_outside_the_window_or_blocked_would_not_change(
     rolling(api).start(["n0"], "release", False, defer_requests=True)
     closed = checked(api, capsys, step="admit", node="n0", window=CLOSED)
     assert closed["changed"] is False and closed["window"]["open"] is False
+    assert closed["admitted"] is False and closed["stopped"]["reason"] == "window"
     blocked = checked(api, capsys, step="admit", node="n0", gates={"check_failure": "ceph is HEALTH_WARN"})
-    assert blocked["changed"] is False and blocked["blocked"][0]["gate"] == "tasks"
-    assert checked(api, capsys, step="admit", node="n0", window=OPEN)["changed"] is True
+    assert blocked["changed"] is False and blocked["stopped"]["blockers"][0]["gate"] == "tasks"
+    # let through: it would make the node's request and wait for the scheduler (said, not waited for)
+    would = checked(api, capsys, step="admit", node="n0", window=OPEN)
+    assert would["changed"] is True and would["admitted"] is False and would["state"] == "pending"
+    assert would["waiting"]["phase"] == "admit" and "resume" not in would
 
 
 # ============================================================================== progress
@@ -277,12 +281,50 @@ def test_check_mode_admit_and_release_of_one_node_write_nothing(api: Api, capsys
     assert "n1 is pending; only an admitted node has an outcome" in before["msg"]
 
 
+@pytest.mark.parametrize("engine", ["builtin", "operator"])
+def test_check_mode_runs_the_steps_of_a_node_as_they_would_go_writing_nothing(
+    api: Api, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
+    """Check mode is the step itself on a copy that keeps its writes: each result is the one the real step then
+    returns (but for the times), and nothing reaches the API."""
+    rolling(api).start(["n0", "n1"], "release", False, defer_requests=True)
+    api.auto_ready = True  # the scheduler makes a request Ready as soon as it is made (in the API)
+    would_admit = checked(api, capsys, step="admit", node="n0", engine=engine)  # its request stays in the copy
+    assert would_admit["changed"] is True and would_admit["admitted"] is False
+    assert (
+        would_admit["waiting"]["phase"] == "admit" and "waiting for the scheduler" in would_admit["waiting"]["message"]
+    )
+    admitted = run_module(capsys, False, step="admit", node="n0", engine=engine)
+    assert admitted["admitted"] is True and admitted["wave"] == 1 and admitted["state"] == "maintaining"
+    would_release = checked(api, capsys, step="release", node="n0", engine=engine)
+    assert would_release["changed"] is True and would_release["released"] == ["n0"]
+    assert would_release["state"] == "done" and would_release["batch_ended"]["nodes"] == ["n0"]
+    released = run_module(capsys, False, step="release", node="n0", engine=engine)
+    strip = ("run_id", "record")
+    assert {k: v for k, v in released.items() if k not in strip} == {
+        k: v for k, v in would_release.items() if k not in strip
+    }
+    assert checked(api, capsys, step="release", node="n0", engine=engine)["changed"] is False  # on record already
+
+
+def test_check_mode_admit_of_a_node_made_ready_already_reports_the_admission_it_would_record(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rolling(api).start(["n0"], "release", False)  # its request made
+    api.set_phase("n0", lc.PHASE_READY)  # and made Ready by the scheduler
+    would = checked(api, capsys, step="admit", node="n0")
+    assert (would["changed"], would["admitted"], would["wave"], would["state"]) == (True, True, 1, "maintaining")
+    assert "waiting" not in would and rolling(api).load().nodes["n0"].state == "pending"
+
+
 def test_a_step_of_one_node_without_a_node_or_not_in_the_run_fails(
     api: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rolling(api).start(["n0"], "release", False, defer_requests=True)
     assert "give node" in run_module(capsys, False, fails=True, step="admit")["msg"]
-    assert "n2 is not a node of run" in run_module(capsys, True, fails=True, step="release", node="n2")["msg"]
+    for check_mode in (True, False):  # the same step, writing or not
+        failed = run_module(capsys, check_mode, fails=True, step="release", node="n2")
+        assert "n2 is not a node of the run; a start step adds the targets first" in failed["msg"]
 
 
 def test_a_stop_records_its_reason_once_and_check_mode_writes_nothing(

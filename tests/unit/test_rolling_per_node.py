@@ -84,7 +84,7 @@ def test_a_node_is_admitted_once_and_not_over_the_failure_budget() -> None:
     assert core.admit(run, "b", 70.0, gather=0, max_fail_percentage=30) is None  # 1 of 3 failed: over 30 %
     assert run.nodes["b"].state == core.PENDING
     assert core.admit(run, "b", 70.0, gather=0, max_fail_percentage=40) == 2
-    with pytest.raises(core.RollingError, match="x is not in the run"):
+    with pytest.raises(core.RollingError, match="x is not a node of the run; a start step adds the targets first"):
         core.admit(run, "x", 70.0, gather=0)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..core.maintenance import gates as gatecore
 from ..core.maintenance import lifecycle as lc
@@ -33,6 +33,7 @@ from ..core.node.errors import NodeopsError
 from ..core.node.nodes import node_ready
 from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, PODS, Client
 from ..k8s.errors import Conflict, K8sError, NotFound
+from ..k8s.memory import MemoryClient
 from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler
 from .requests import (
     DELETED,
@@ -152,8 +153,14 @@ class Rolling:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         fetch_alerts: Callable[..., list[dict[str, Any]]] | None = None,
+        plan: bool = False,
     ) -> None:
-        self.client = client
+        # a plan (check mode): the same steps on an overlay of the cluster that keeps every write in memory, with no
+        # reconcile pass of its own (the steps only look at the requests), waiting for nothing (each wait is handed
+        # back at once, as with ``progress_after``)
+        self.plan = plan
+        self.client = cast(Client, MemoryClient(base=client, now=clock)) if plan else client
+        client = self.client
         self.options = options
         self.clock = clock
         self.monotonic = monotonic
@@ -167,7 +174,7 @@ class Rolling:
         )
         self.reconciler = (
             Reconciler(client, options.reconcile or ReconcileOptions(namespace=options.namespace))
-            if options.engine == "builtin"
+            if options.engine == "builtin" and not plan
             else None
         )
         if self.reconciler is not None and options.holds:
@@ -364,12 +371,14 @@ class Rolling:
         return self.monotonic() + timeout - max(0.0, self.clock() - since)
 
     def _progress_due(self, began: float) -> bool:
-        """Whether this call has waited long enough to hand the wait back with its progress."""
+        """Whether this call has waited long enough to hand the wait back with its progress (a plan: at once)."""
         after = self.options.progress_after
-        return after > 0 and self.monotonic() - began >= after
+        return self.plan or (after > 0 and self.monotonic() - began >= after)
 
     def _until_progress(self, began: float) -> float:
         after = self.options.progress_after
+        if self.plan:
+            return 0.0
         return float("inf") if after <= 0 else max(0.0, began + after - self.monotonic())
 
     def _waiting(
@@ -541,6 +550,7 @@ class Rolling:
         if self.reconciler is not None:
             self.reconciler.schedule_new = True
         first = True
+        requested = False  # this call made the node's request
         node_look = self.monotonic() + NODE_LOOK
         gates = opts.gates if opts.gates is not None and opts.gates.active else None
         gate_look = self.monotonic() + (gates.interval if gates is not None else 0.0)
@@ -593,7 +603,7 @@ class Rolling:
                     return self._admitted(now_on_record, node, changed=False)
                 self.requests.present([node], checked=True)
                 phases, objects, deleting = self._look([node])
-                changed = True
+                changed = requested = True
             first = False
             if phases[node] in core.DRAINED_PHASES:
                 now = self.clock()
@@ -644,7 +654,7 @@ class Rolling:
                     since,
                     opts.wave_timeout,
                     f"{node} {state}",
-                    AdmitResult(node=node),
+                    AdmitResult(changed=requested, node=node, state=core.PENDING),
                     resume_nodes=[node],
                 )
             self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
@@ -996,8 +1006,12 @@ class Rolling:
         run = self.load()  # the record as it is now (other hosts write it too)
         pending = [node] if node in run.in_state(core.PENDING) else []
         actions = self.requests.absent(pending) if pending else []
-        if actions and not self.requests.wait(
-            actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
+        if (
+            actions
+            and not self.plan
+            and not self.requests.wait(
+                actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
+            )
         ):
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             raise RequestError(
@@ -1084,8 +1098,11 @@ class Rolling:
         return list(nodes)
 
     def _give_back(self, nodes: Sequence[str]) -> None:
-        """Give the nodes' requests back and wait until they are gone (the nodes uncordoned)."""
+        """Give the nodes' requests back and wait until they are gone (the nodes uncordoned); a plan does not
+        wait."""
         actions = self.requests.absent(nodes)
+        if self.plan:
+            return
         gone = self.requests.wait(
             actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
         )

@@ -116,9 +116,8 @@ class AdmitResult(StepResult):
     withdrawn: list[str] | None = None  # with a stop: the node, when its request was given back
     window: dict[str, Any] | None = None
     failure: str | None = None  # its Node object is gone
-    blocked: list[dict[str, Any]] | None = None  # check mode: what blocks the admission now
 
-    OMITTED_WHEN_NONE = frozenset(("gates", "stopped", "withdrawn", "window", "failure", "blocked"))
+    OMITTED_WHEN_NONE = frozenset(("gates", "stopped", "withdrawn", "window", "failure"))
 
 
 @dataclass

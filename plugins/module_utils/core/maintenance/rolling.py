@@ -430,7 +430,7 @@ def admit(
     found the request Ready began (see :func:`observe`)."""
     record = run.nodes.get(node)
     if record is None:
-        raise RollingError(f"{node} is not in the run")
+        raise RollingError(f"{node} is not a node of the run; a start step adds the targets first")
     if record.state != PENDING:
         return None
     if max_fail_percentage is not None and fail_budget(run, max_fail_percentage).exceeded:
@@ -465,7 +465,7 @@ def node_outcome(
     after recording it is tried again)."""
     record = run.nodes.get(node)
     if record is None:
-        raise RollingError(f"{node} is not in the run")
+        raise RollingError(f"{node} is not a node of the run; a start step adds the targets first")
     if record.state != MAINTAINING:
         if record.state in (DONE, FAILED) and record.finished is not None:
             return False
