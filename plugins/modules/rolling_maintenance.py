@@ -101,7 +101,8 @@ attributes:
         reports what it would do; nothing is written to the cluster.
       - It waits for nothing and runs no reconcile pass. Where the step would wait (for the scheduler, its gates, a
         node to be Ready in Kubernetes), it stops and returns RV(waiting), saying what it would wait for (no
-        RV(resume)). An O(step=admit) whose node's request is Ready already reports the admission it would record.
+        RV(resume)). An O(step=admit) whose node's request is Ready already reports the admission it would record
+        (RV(wave), RV(state)), with RV(admitted) false, since no maintenance runs in check mode.
       - O(step=drive) starts no driver and reports no change.
   diff_mode:
     support: none

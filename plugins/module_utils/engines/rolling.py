@@ -622,6 +622,8 @@ class Rolling:
                     return self._give_up(node, abort=True)  # the failures went over the budget
                 admitted = self._admitted(run, node, changed=self.wrote, admitted=self.wrote)
                 admitted.opened, admitted.gates = self.wrote and opened, gate_report
+                if self.plan:  # the admission it would record (wave, state); no maintenance runs on a plan
+                    admitted.admitted = False
                 return admitted
             if self.monotonic() >= deadline:  # admit gives the request back
                 why = self.requests.explain(self._action(node, objects.get(node) or deleting.get(node)))
@@ -654,7 +656,8 @@ class Rolling:
                     since,
                     opts.wave_timeout,
                     f"{node} {state}",
-                    AdmitResult(changed=requested, node=node, state=core.PENDING),
+                    # a plan's wait would end in the node's admission, a change
+                    AdmitResult(changed=requested or self.plan, node=node, state=core.PENDING),
                     resume_nodes=[node],
                 )
             self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
@@ -745,7 +748,7 @@ class Rolling:
                 since or self.clock(),
                 opts.node_ready_timeout,
                 f"waiting for {node} to be Ready in Kubernetes after its maintenance",
-                ReleaseResult(node=node),
+                ReleaseResult(changed=changed, node=node),  # the outcome is on record
                 resume_nodes=[node],
                 nodes_not_ready=left,
             )

@@ -137,9 +137,6 @@ class ReleaseResult(StepResult):
 class DriveResult(StepResult):
     passes: int = 0
     errors: list[str] = field(default_factory=list)
-    driver: int | None = None  # the action's: the process ID of the detached driver
-
-    OMITTED_WHEN_NONE = frozenset(("driver",))
 
 
 @dataclass

@@ -469,7 +469,12 @@ def node_outcome(
     if record.state != MAINTAINING:
         if record.state in (DONE, FAILED) and record.finished is not None:
             return False
-        raise RollingError(f"{node} is {record.state}; only an admitted node has an outcome")
+        after = (
+            " (a start of the run since took it over as interrupted during its maintenance)"
+            if record.state == INTERRUPTED
+            else ""
+        )
+        raise RollingError(f"{node} is {record.state}; only an admitted node has an outcome{after}")
     if record.finished is not None:
         return False
     if timing is not None and len(timing) == 2 and timing[0] <= timing[1]:
