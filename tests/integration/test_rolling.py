@@ -471,6 +471,28 @@ def test_bad_input_changes_nothing(engine: Engine, fleet: tuple[str, list[str]],
     assert our_requests(api, namespace) == []
 
 
+def test_check_mode_runs_the_playbook_and_writes_nothing(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """``--check``: the first play's steps run on a copy of what they read and show the plan; no request, no
+    record, no cordon, and no node's maintenance: the nodes' play ends at once (their steps go on from the record
+    and requests that check mode does not write), and the summary play too."""
+    api, namespace = engine.api, engine.namespace
+    selector, names = fleet
+    tasks, log = tasks_file(tmp_path)
+    out = run(command(engine, selector, tasks, "checked", "--check"))
+    assert maintained(log) == {}
+    assert our_requests(api, namespace) == []
+    assert cordoned(api, names) == []
+    with pytest.raises(k8s.ApiException) as missing:
+        k8s.CoreV1Api(engine.api).read_namespaced_config_map(
+            record_name(unique(engine, "checked")), engine.config_namespace
+        )
+    assert missing.value.status == 404
+    assert "6 node(s) to maintain" in out  # the plan
+    assert "rescued=1" not in out and "failed=1" not in out and "Show the summary" not in out
+
+
 @OPERATOR_ONLY
 def test_engine_operator_only_requests_and_waits_for_the_operator(
     engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
