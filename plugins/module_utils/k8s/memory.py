@@ -11,20 +11,36 @@ What it keeps of the API server's rules: writes of an object carry its resourceV
 the status goes through the ``status`` subresource only, a deletion with a UID precondition fails with
 UIDMismatch for another object of that name, an object with finalizers is marked deleted and goes once they
 are removed. Selectors: the equality forms (``key``, ``key=value``, ``key!=value``, ``!key``, comma-joined).
+Each call holds the client's lock: a run's writes made from several threads at once (the requests' pool) are
+applied one after the other, as the API server would.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..core.node.rfc3339 import format_time
 from .client import PODS, Client, Resource
 from .errors import Conflict, NotFound, UIDMismatch
 
 _Key = tuple[str, str, str, str]  # api version, plural, namespace ("" when cluster-scoped), name
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """``method`` holding the client's lock (reentrant: a write reads through :meth:`MemoryClient.get`)."""
+
+    @functools.wraps(method)
+    def wrapper(self: MemoryClient, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_F, wrapper)
 
 
 class MemoryClient:
@@ -40,6 +56,7 @@ class MemoryClient:
         self.base = base
         self._git_version = git_version
         self._now = now
+        self._lock = threading.RLock()
         #: key -> the object, or None once it is deleted here
         self._held: dict[_Key, dict[str, Any] | None] = {}
         self._version = 0
@@ -64,6 +81,7 @@ class MemoryClient:
         return f"memory-{self._version}"
 
     # -- reads -----------------------------------------------------------------------------
+    @_locked
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         key = self._key(res, name=name, namespace=namespace)
         if key not in self._held and self.base is not None:
@@ -73,6 +91,7 @@ class MemoryClient:
             raise NotFound(f"{res.kind or res.plural} {name} not found", 404)
         return copy.deepcopy(held)
 
+    @_locked
     def list(
         self,
         res: Resource,
@@ -106,6 +125,7 @@ class MemoryClient:
         return self.base.server_version()
 
     # -- writes ----------------------------------------------------------------------------
+    @_locked
     def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
@@ -118,6 +138,7 @@ class MemoryClient:
         self._held[key] = obj
         return copy.deepcopy(obj)
 
+    @_locked
     def replace(self, res: Resource, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         meta = body.get("metadata") or {}
         current = self.get(res, str(meta.get("name")), meta.get("namespace"))
@@ -145,6 +166,7 @@ class MemoryClient:
             self._held[key] = new
         return copy.deepcopy(new)
 
+    @_locked
     def delete(
         self,
         res: Resource,
@@ -174,6 +196,7 @@ class MemoryClient:
             self._held[key] = None
         return current
 
+    @_locked
     def delete_pod(
         self, name: str, namespace: str, *, uid: str, grace_period: int | None = None, dry_run: bool = False
     ) -> dict[str, Any]:
@@ -188,6 +211,7 @@ class MemoryClient:
             self._held[self._key(PODS, current)] = current
         return current
 
+    @_locked
     def create_event(
         self,
         involved: dict[str, Any],
