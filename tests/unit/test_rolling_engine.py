@@ -3,9 +3,11 @@ ConfigMap, requests, each node's admission and release, and what a later run doe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rollin
     Rolling,
     RunOptions,
 )
+from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s import errors
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client import (
     CONFIGMAPS,
     MAINTENANCE_CONFIGS,
@@ -405,6 +408,103 @@ def test_release_leaves_a_failed_node_cordoned_and_releases_a_maintained_one(api
     done = rolling(api).release("n0", None)
     assert done["state"] == core.DONE and done["released"] == ["n0"] and done["complete"] is True
     assert api.request("n0") is None and api.record()["n0"]["back"] is not None
+
+
+class LostAnswers(Api):
+    """The record's writes take effect but their answers are lost: the client's repeat of the write then meets a
+    Conflict (the first took effect and changed the resourceVersion), marked as coming after a lost answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose = 0  # how many of the next writes of the record lose their answer
+
+    def replace(self, res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        written = super().replace(res, body, subresource)
+        if res is CONFIGMAPS and self.lose:
+            self.lose -= 1
+            lost = errors.Conflict("the object has been modified", 409, {})
+            lost.after_lost_answer = True
+            raise lost
+        return written
+
+
+def test_an_admission_whose_answer_was_lost_is_handed_to_its_tasks_once() -> None:
+    """The write of the admission took effect though its answer was lost: the node is admitted by this call (its
+    maintenance runs), not taken for one another host admitted (which would leave it maintaining, never run)."""
+    api = LostAnswers()
+    api.add(NODES, node("n0"))
+    started(api, "n0")
+    api.set_phase("n0", lc.PHASE_READY)
+    api.lose = 1
+    result = rolling(api).admit("n0")
+    assert api.lose == 0, "the admission's write was not made"
+    assert result["admitted"] is True and result["changed"] is True and result["wave"] == 1
+    assert api.record()["n0"]["state"] == core.MAINTAINING
+    again = rolling(api).admit("n0")  # a host that calls again is not handed the node a second time
+    assert again["admitted"] is False and again["state"] == core.MAINTAINING
+
+
+def test_a_write_whose_answer_was_lost_under_another_write_is_applied_again() -> None:
+    """A Conflict after a lost answer when another host wrote the record after it: the record is not this call's
+    write as it stands, so the change is made again on what is there; both hosts' outcomes are kept."""
+    api = LostAnswers()
+    for name in ("n0", "n1"):
+        api.add(NODES, node(name))
+    admitted(api, "n0", "n1")
+    api.lose = 1
+    original = api.replace
+
+    def and_another_write(res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        try:
+            return original(res, body, subresource)
+        except errors.Conflict:
+            rolling(api).release("n1", "firmware update failed")  # another host's write, after the lost one
+            raise
+
+    api.replace = and_another_write  # type: ignore[method-assign]
+    result = rolling(api).release("n0", None)
+    assert api.lose == 0, "the outcome's write was not made"
+    assert result["state"] == core.DONE
+    record = api.record()
+    assert (record["n0"]["state"], record["n1"]["state"]) == (core.DONE, core.FAILED)
+
+
+class Patience(Api):
+    """Records how long the client may retry a call that gets no answer (``retrying_until``, as the real client)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.until: list[float | None] = []
+        self._until: float | None = None
+
+    @contextlib.contextmanager
+    def retrying_until(self, until: float | None) -> Iterator[None]:
+        before, self._until = self._until, until
+        try:
+            yield
+        finally:
+            self._until = before
+
+    def get(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        self.until.append(None if self._until is None else self._until - time.monotonic())
+        return super().get(res, name, namespace)
+
+
+def test_a_nodes_steps_ride_out_an_api_server_without_answer_as_long_as_they_may_wait() -> None:
+    """Each call of admit and release may be retried for as long as the step may wait (its timeouts), not the
+    client's default of a few seconds: an API server that stops answering for a minute under the load of many
+    hosts' steps must not fail a node."""
+    api = Patience()
+    api.add(NODES, node("n0"))
+    started(api, "n0")
+    api.set_phase("n0", lc.PHASE_READY)
+    api.until.clear()
+    rolling(api, wave_timeout=900.0).admit("n0")
+    assert api.until and all(u is not None and 890 < u <= 900 for u in api.until), api.until
+    api.until.clear()
+    rolling(api, node_ready_timeout=400.0, release_timeout=100.0).release("n0", None)
+    assert api.until and all(u is not None and 490 < u <= 500 for u in api.until), api.until
+    assert api._until is None  # and no longer than the step
 
 
 def test_release_fails_a_node_that_is_not_ready_in_kubernetes_in_time(api: Api) -> None:

@@ -31,7 +31,7 @@ from ..core.node.conditions import find as find_condition
 from ..core.node.conditions import set_condition
 from ..core.node.errors import NodeopsError
 from ..core.node.nodes import node_ready
-from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, PODS, Client
+from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, PODS, Client, within_deadline
 from ..k8s.errors import Conflict, K8sError, NotFound
 from ..k8s.memory import MemoryClient
 from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler
@@ -261,14 +261,22 @@ class Rolling:
                     return run, value
                 try:
                     self.save(run, merge=True)
-                except Conflict:
-                    continue
+                except Conflict as exc:
+                    if not (exc.after_lost_answer and self._took_effect(run)):
+                        continue
             self.wrote = True
             return run, value
         raise RequestError(
             f"The record of run {self.options.run_id!r} (ConfigMap {self.options.record_namespace}/{self.name}) "
             f"changed under each of {UPDATE_ATTEMPTS} writes; nothing was written. Run the step again."
         )
+
+    def _took_effect(self, run: core.RunRecord) -> bool:
+        """After a write of ``run`` whose answer was lost and whose repeat met a Conflict: whether the record is
+        what was written (the lost write took effect and nothing came after it), so that the change is this
+        call's and not applied again as another's (an admission that would then not be handed to its tasks)."""
+        self.load()
+        return self._configmap is not None and (self._configmap.get("data") or {}) == run.to_data()
 
     # -- reading requests ----------------------------------------------------------------------
     def _phases(self, nodes: Sequence[str]) -> tuple[dict[str, str | None], dict[str, dict[str, Any]]]:
@@ -514,13 +522,23 @@ class Rolling:
         with the same deadline. A stop on record (see :meth:`stop`) ends the wait: the node is not admitted.
         However the wait ends without an admission (an error too), the node's request is given back."""
         self._asked = resume is not None  # a wait handed back went on with a request made
+        gates = self.options.gates
+        patience = self.options.wave_timeout + (gates.timeout if gates is not None and gates.active else 0.0)
         try:
-            return self._admit(node, resume)
+            with self._riding_out(patience):
+                return self._admit(node, resume)
         except NodeopsError:
             if self._asked:  # nothing left for the scheduler to prepare with no one waiting for it (best effort)
                 with contextlib.suppress(NodeopsError):
                     self._give_up(node)
             raise
+
+    def _riding_out(self, patience: float) -> AbstractContextManager[None]:
+        """Within the block, a call to the API server that gets no answer (no connection, a timeout, 5xx, 429) is
+        tried again for up to ``patience`` seconds, the longest the step may wait anyway, instead of the client's
+        default of a few seconds: hundreds of hosts wait in their nodes' steps at once, and an API server slow or
+        restarting for a minute must not fail a node whose maintenance passed, or the wait of one not admitted."""
+        return within_deadline(self.client, time.monotonic() + patience)
 
     def _admit(self, node: str, resume: Mapping[str, Any] | None) -> AdmitResult:
         opts = self.options
@@ -709,6 +727,16 @@ class Rolling:
         uncordoned). A failed node keeps its request (RequestorFailed, cordoned for a person) unless
         ``release_failed``. With ``progress_after``, a longer Ready wait returns ``waiting``; the call with its
         ``resume`` (the outcome is on record) goes on with the same deadline."""
+        with self._riding_out(self.options.node_ready_timeout + self.options.release_timeout):
+            return self._release_one(node, failure, timing, resume)
+
+    def _release_one(
+        self,
+        node: str,
+        failure: str | None,
+        timing: Sequence[float] | None,
+        resume: Mapping[str, Any] | None,
+    ) -> ReleaseResult:
         opts = self.options
         began = self.monotonic()
         self._take_turns()
