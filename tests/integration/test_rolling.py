@@ -416,6 +416,70 @@ def test_a_failed_node_is_marked_and_left_cordoned_while_the_others_finish(
     assert maintained(log) == dict.fromkeys(names, 1)
 
 
+@BUILTIN_ONLY
+def test_a_node_whose_host_left_and_whose_outcome_cannot_be_recorded_fails_the_run_by_name(
+    engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """The last play records the failure of a node whose host left the play during its maintenance; when that
+    cannot be written (here the run's record was deleted meanwhile, so the node is no longer one of the run) the
+    run fails naming the node and why, before its summary. Two nodes one after the other (a play whose every host
+    left ends the playbook): the second one's maintenance waits until the first is done, deletes the record and
+    cannot be reached."""
+    _selector, names = fleet
+    run_id = unique(engine, "unrecorded")
+    first = tmp_path / "first"
+    tasks = tmp_path / "maintenance.yml"
+    second = "_second.rc | default(0) != 0"
+    body = [
+        {
+            "name": "Be the first node maintained",
+            "ansible.builtin.command": {"argv": ["mkdir", str(first)]},  # mkdir is atomic: one node makes it
+            "register": "_second",
+            "changed_when": False,
+            "failed_when": False,
+            "delegate_to": "localhost",
+        },
+        {
+            "name": "Wait until the first node is done",
+            "nodeops.maintenance.rolling_maintenance": {"step": "summary"},
+            "register": "_so_far",
+            "until": "_so_far.counts.done == 1",
+            "retries": 120,
+            "delay": 1,
+            "when": second,
+            "delegate_to": "localhost",
+        },
+        {
+            "name": "Delete the run's record",
+            "nodeops.maintenance.apply": {
+                "definition": {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": record_name(run_id), "namespace": engine.config_namespace},
+                },
+                "state": "absent",
+            },
+            "when": second,
+            "delegate_to": "localhost",
+        },
+        {
+            "name": "Reach the node",
+            "ansible.builtin.ping": {},
+            "vars": {"ansible_host": "nohost.invalid", "ansible_connection": "ssh", "ansible_ssh_timeout": 2},
+            "when": second,
+        },
+    ]
+    tasks.write_text(json.dumps(body))
+    inventory = tmp_path / "hosts.ini"
+    hosts = [f"host-{i} k8s_node_name={node} ansible_connection=local" for i, node in enumerate(names[:2])]
+    inventory.write_text("\n".join(["[gpu]", *hosts]) + "\n")
+    targets = json.dumps({"rolling_target_group": "gpu", "rolling_max_parallel_operations": 1})
+    out = run(command(engine, "", tasks, "unrecorded", "-i", str(inventory), "-e", targets), 4)  # 4: unreachable
+    (left,) = [n for n in names[:2] if f"{n}: their outcome could not be recorded: " in out] or [out[-5000:]]
+    assert f"{left} is not a node of the run" in out, out[-5000:]
+    assert "TASK [Read the run's record]" not in out  # the run stopped there, before its summary
+
+
 def test_a_node_deleted_before_its_wave_fails_and_the_run_goes_on(
     engine: Engine, fleet: tuple[str, list[str]], tmp_path: Path
 ) -> None:
