@@ -60,6 +60,18 @@ def test_stale_write_is_a_conflict(cluster: Any, api: k8s.ApiClient, namespace: 
         client.patch(configmaps, "cm", stale, namespace)
 
 
+def test_get_metadata_reads_the_metadata_without_the_body(cluster: Any, api: k8s.ApiClient, namespace: str) -> None:
+    body = {"metadata": {"name": "big", "annotations": {"a": "b"}}, "data": {"blob": "x" * 100_000}}
+    k8s.CoreV1Api(api).create_namespaced_config_map(namespace, body)
+    client = admin(cluster)
+    configmaps = Resource("v1", "configmaps", namespaced=True, kind="ConfigMap")
+    got = client.get_metadata(configmaps, "big", namespace)
+    assert got["kind"] == "PartialObjectMetadata" and "data" not in got
+    assert got["metadata"]["annotations"] == {"a": "b"} and got["metadata"]["resourceVersion"]
+    with pytest.raises(errors.NotFound):
+        client.get_metadata(configmaps, "absent", namespace)
+
+
 def test_unknown_node_is_not_found(cluster: Any) -> None:
     with pytest.raises(errors.NotFound, match="Not found: get Node no-such-node"):
         admin(cluster).get(NODES, "no-such-node")

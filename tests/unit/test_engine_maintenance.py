@@ -87,6 +87,13 @@ class FakeApi:
                 raise errors.NotFound(f"{res.plural} {name} not found", 404, {"details": {"name": name}})
             return copy.deepcopy(found)
 
+    def get_metadata(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            found = self.objects.get(self._key(res, name, namespace))
+            if found is None:
+                raise errors.NotFound(f"{res.plural} {name} not found", 404, {"details": {"name": name}})
+            return {"kind": "PartialObjectMetadata", "metadata": copy.deepcopy(found["metadata"])}
+
     def list(self, res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
         with self.lock:
             items = [

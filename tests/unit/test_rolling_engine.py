@@ -728,7 +728,13 @@ def record_reads(api: Api, by_thread: bool = False) -> dict[str, list[tuple[str,
         note("get", res)
         return getting(res, name, namespace)
 
+    def counting_get_metadata(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        note("get_metadata", res)
+        return getting_metadata(res, name, namespace)
+
+    getting_metadata = api.get_metadata
     api.list, api.get = counting_list, counting_get  # type: ignore[method-assign]
+    api.get_metadata = counting_get_metadata  # type: ignore[method-assign]
     return reads
 
 

@@ -567,6 +567,39 @@ def test_an_admit_waiting_for_its_turn_stops_when_another_step_stops_the_run(api
     assert len(looks) < 50  # it read the record within NODE_LOOK, not at its timeout
 
 
+def test_an_admit_waiting_for_its_turn_looks_for_a_stop_in_the_records_metadata(api: Api) -> None:
+    """Hundreds of hosts wait at once and the record of thousands of nodes is large: a waiting step reads the
+    record's metadata to see whether the run stopped, and the whole record only once it has."""
+    deferred(api, "n0")
+    looks: list[int] = []
+
+    def stop_later(fake: Api) -> None:
+        looks.append(1)
+        if len(looks) == 100:
+            rolling(fake).stop("a fatal notification")
+
+    api.hooks.append(stop_later)
+    step = rolling(api, wave_timeout=3600.0)
+    reads = record_reads(api)[""]
+    result = step.admit("n0")
+    assert result["stopped"]["reason"] == engine.STOP_ASKED
+    by_verb = [verb for verb, plural in reads if plural == CONFIGMAPS.plural]
+    assert by_verb.count("get_metadata") >= 3, by_verb  # looked several times while it waited
+    # the step's first reads, then the stop's (the stop itself, and the step's: the stop seen, the record as it
+    # is, its update) and no more
+    assert by_verb.count("get") <= 6, by_verb
+    assert api.objects[(CONFIGMAPS.plural, CFG, RECORD)]["metadata"]["annotations"][engine.STOPPED_ANNOTATION]
+
+
+def test_a_start_clears_the_stop_from_the_records_metadata(api: Api) -> None:
+    deferred(api, "n0")
+    rolling(api).stop("a fatal notification")
+    assert rolling(api).stopped_on_record() is not None
+    rolling(api).start(["n0"], "release", False)
+    annotations = api.objects[(CONFIGMAPS.plural, CFG, RECORD)]["metadata"]["annotations"]
+    assert engine.STOPPED_ANNOTATION not in annotations and rolling(api).stopped_on_record() is None
+
+
 def test_an_admit_that_gets_no_slot_in_time_stops_the_run_for_the_nodes_after_it(api: Api) -> None:
     deferred(api, "n0", "n1")
     with pytest.raises(RequestError, match=r"n0 .* did not become ready for its maintenance within 5s"):

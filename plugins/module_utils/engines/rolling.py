@@ -85,6 +85,8 @@ R = TypeVar("R", bound=StepResult)
 NODE_GONE = "its Node object is gone (deleted during the run, before its admission); it was not maintained"
 DRIVER_SUFFIX = "-driver"  # the end of a driver's Lease identity (see Rolling.drive)
 LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease before it looks again
+RUN_ID_ANNOTATION = "maintenance.nodeops.io/run-id"
+STOPPED_ANNOTATION = "maintenance.nodeops.io/stopped"
 NODE_LOOK = 5.0  # seconds between two checks by admit that the Node of a request still waiting is there
 DRIVER_TURN = 5.0  # the longest a driver waits for the Lease (or after an error) before it looks at its run again
 DRIVER_RECORD_LOOK = 2.0  # seconds between two reads of the run's record by its driver
@@ -223,7 +225,11 @@ class Rolling:
                 "name": self.name,
                 "namespace": self.options.record_namespace,
                 "labels": {"app.kubernetes.io/managed-by": "nodeops.maintenance"},
-                "annotations": {"maintenance.nodeops.io/run-id": self.options.run_id},
+                "annotations": {
+                    RUN_ID_ANNOTATION: self.options.run_id,
+                    # the stop, where a look at the record's metadata alone sees it (see stopped_on_record)
+                    **({STOPPED_ANNOTATION: str(run.stopped.get("reason", ""))} if run.stopped is not None else {}),
+                },
             },
             "data": data,
         }
@@ -270,6 +276,20 @@ class Rolling:
             f"The record of run {self.options.run_id!r} (ConfigMap {self.options.record_namespace}/{self.name}) "
             f"changed under each of {UPDATE_ATTEMPTS} writes; nothing was written. Run the step again."
         )
+
+    def stopped_on_record(self) -> dict[str, Any] | None:
+        """The run's stop on record, for the steps that wait and look for one every few seconds: the record's
+        metadata alone first (its annotation says whether the run stopped), the whole record only then. Hundreds of
+        hosts wait at once, and the record of thousands of nodes is a few hundred KB."""
+        get_metadata = getattr(self.client, "get_metadata", None)
+        if get_metadata is not None:
+            try:
+                meta = get_metadata(CONFIGMAPS, self.name, self.options.record_namespace).get("metadata") or {}
+            except NotFound:
+                meta = {}
+            if STOPPED_ANNOTATION not in (meta.get("annotations") or {}):
+                return None
+        return self.load().stopped
 
     def _took_effect(self, run: core.RunRecord) -> bool:
         """After a write of ``run`` whose answer was lost and whose repeat met a Conflict: whether the record is
@@ -589,7 +609,7 @@ class Rolling:
                 node_look = self.monotonic() + NODE_LOOK
                 listed = None if report is None else report.node_names
                 gone = bool(self.requests.unknown_nodes([node])) if listed is None or node not in listed else False
-                stopped = self.load().stopped
+                stopped = self.stopped_on_record()
                 if stopped is not None and not gone:
                     return self._stop(run, stopped, node)
             if gone:
@@ -979,7 +999,7 @@ class Rolling:
                     "blockers": [b.as_dict() for b in blockers],
                 }
                 return self._stop(run, stopped, node, window), {**report, "blocked_by": list(seen)}
-            on_record = self.load().stopped  # another node's step may have stopped the run meanwhile
+            on_record = self.stopped_on_record()  # another node's step may have stopped the run meanwhile
             if on_record is not None:
                 return self._stop(run, on_record, node, window), {**report, "blocked_by": list(seen)}
             if self._progress_due(began):

@@ -75,6 +75,10 @@ AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
 # precondition: ...") and the eviction subresource ("the UID in the precondition (...) does not match").
 _UID_PRECONDITION = re.compile(r"UID in (the )?precondition", re.IGNORECASE)
 
+JSON = "application/json"
+#: What a GET asks for to get an object's metadata alone.
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
 #: Answers a later attempt may not get: the API server restarting, overloaded or behind a failing proxy.
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 #: Without an operation's own deadline (Client.retrying_until), transient failures are retried this long.
@@ -407,10 +411,10 @@ class Client:
         return cls(load_configuration(auth_params_from_env(params)), pool_size=pool_size)
 
     # -- low level -------------------------------------------------------------------------
-    def _headers(self, content_type: str | None) -> Any:
+    def _headers(self, content_type: str | None, accept: str = JSON) -> Any:
         from urllib3._collections import HTTPHeaderDict  # where urllib3 1.26 and 2.x both have it
 
-        headers = HTTPHeaderDict({"Accept": "application/json", "User-Agent": "nodeops.maintenance"})
+        headers = HTTPHeaderDict({"Accept": accept, "User-Agent": "nodeops.maintenance"})
         user, groups = self._impersonate
         if user:
             headers["Impersonate-User"] = user
@@ -454,6 +458,7 @@ class Client:
         content_type: str = "application/json",
         what: str = "",
         retry_429: bool = True,
+        accept: str = JSON,
     ) -> Any:
         """Send one request and return the decoded JSON body; raise a specific K8sError on failure.
 
@@ -473,7 +478,9 @@ class Client:
         while True:
             retry_after = 0.0
             try:
-                resp = self._send(method, path, query, body, content_type, read_timeout=self.timeout, stream=False)
+                resp = self._send(
+                    method, path, query, body, content_type, read_timeout=self.timeout, stream=False, accept=accept
+                )
             except Unreachable as exc:
                 if not exc.transient:
                     raise
@@ -506,6 +513,7 @@ class Client:
         content_type: str,
         read_timeout: float,
         stream: bool,
+        accept: str = JSON,
     ) -> Any:
         import urllib3
 
@@ -518,7 +526,7 @@ class Client:
                 method,
                 url,
                 body=data,
-                headers=self._headers(content_type if data is not None else None),
+                headers=self._headers(content_type if data is not None else None, accept),
                 timeout=urllib3.Timeout(connect=min(10.0, self.timeout), read=read_timeout),
                 preload_content=not stream,
             )
@@ -592,6 +600,13 @@ class Client:
     # -- objects ---------------------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         return self.request("GET", res.path(namespace, name), what=f"get {res.kind or res.plural} {name}")
+
+    def get_metadata(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The object's metadata alone (a ``PartialObjectMetadata``: its labels, annotations, resourceVersion), which
+        the API server sends without the rest of the object: a cheap look at a large one, such as a run's record."""
+        return self.request(
+            "GET", res.path(namespace, name), what=f"get {res.kind or res.plural} {name}", accept=PARTIAL_METADATA
+        )
 
     def list(
         self,

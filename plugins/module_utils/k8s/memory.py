@@ -91,6 +91,9 @@ class MemoryClient:
             raise NotFound(f"{res.kind or res.plural} {name} not found", 404)
         return copy.deepcopy(held)
 
+    def get_metadata(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return {"kind": "PartialObjectMetadata", "metadata": self.get(res, name, namespace)["metadata"]}
+
     @_locked
     def list(
         self,
