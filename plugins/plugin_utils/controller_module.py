@@ -92,11 +92,11 @@ class ControllerModule:
                 self.fail_k8s(exc)
         return self._client
 
-    def record_lock(self, key: str) -> AbstractContextManager[bool]:
+    def record_lock(self, key: str, wait: float = local_lock.WAIT) -> AbstractContextManager[bool]:
         """A lock that every worker of this ``ansible-playbook`` shares (see local_lock), in its own temporary
         directory (made once, in ``ansible-playbook``'s process): the hosts of a run hold it around each update of
-        the run's record, one after the other."""
-        return local_lock.held(C.DEFAULT_LOCAL_TMP, key)
+        the run's record, one after the other; one waits ``wait`` seconds for it at most."""
+        return local_lock.held(C.DEFAULT_LOCAL_TMP, key, wait)
 
     def set_pool_size(self, size: int) -> None:
         self._pool_size = size

@@ -401,3 +401,33 @@ def test_only_an_attempt_that_may_have_been_done_marks_the_answer_to_its_repeat(
     with client.retrying_until(time.monotonic() + 120), pytest.raises(errors.NotFound) as answer:
         client.delete_pod("p", "ns", uid="u1")
     assert answer.value.after_lost_answer is maybe
+
+
+def test_a_retry_window_is_per_call_and_an_operations_deadline_comes_first(fake: Callable[[Handler], FakeApi]) -> None:
+    """retrying_for gives each call its own window from its own start; retrying_until (an operation's deadline,
+    such as a Lease's) still bounds the calls made inside it."""
+    script: list[Any] = []
+
+    def handler(req: BaseHTTPRequestHandler, path: str, query: Any, body: Any) -> None:
+        step = script.pop(0) if script else "ok"
+        reply(req, 200 if step == "ok" else int(step), {"metadata": {"name": "n1"}} if step == "ok" else {})
+
+    api = fake(handler)
+    client = api.client()
+    client.retry_seconds = 0.0  # the default window: no second attempt
+    script[:] = [503, "ok"]
+    with pytest.raises(errors.K8sError, match="HTTP 503"):
+        client.get(NODES, "n1")
+    with client.retrying_for(120.0):
+        script[:] = [503, "ok"]
+        assert client.get(NODES, "n1")["metadata"]["name"] == "n1"
+        script[:] = [503, "ok"]  # a later call gets a window of its own
+        assert client.get(NODES, "n1")["metadata"]["name"] == "n1"
+        with client.retrying_until(time.monotonic()), pytest.raises(errors.K8sError, match="HTTP 503"):
+            script[:] = [503, "ok"]
+            client.get(NODES, "n1")
+        with client.retrying_for(None):  # the default again
+            script[:] = [503, "ok"]
+            with pytest.raises(errors.K8sError, match="HTTP 503"):
+                client.get(NODES, "n1")
+    assert client.retried == 2

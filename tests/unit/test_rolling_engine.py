@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +18,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.reques
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
     FAILED_REASON,
     NODE_GONE,
+    RIDE_OUT,
+    STOP_ASKED,
     Rolling,
     RunOptions,
 )
@@ -411,100 +412,127 @@ def test_release_leaves_a_failed_node_cordoned_and_releases_a_maintained_one(api
 
 
 class LostAnswers(Api):
-    """The record's writes take effect but their answers are lost: the client's repeat of the write then meets a
-    Conflict (the first took effect and changed the resourceVersion), marked as coming after a lost answer."""
+    """The record's next write loses its answer: it takes effect (or, with ``drop``, does not), ``between`` runs (a
+    write of another host after it), and the client's repeat of the write meets a Conflict, marked as coming after
+    a lost answer, as the real client raises it."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lose = 0  # how many of the next writes of the record lose their answer
+        self.drop = False
+        self.between: Callable[[], None] = lambda: None
 
     def replace(self, res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
-        written = super().replace(res, body, subresource)
-        if res is CONFIGMAPS and self.lose:
-            self.lose -= 1
-            lost = errors.Conflict("the object has been modified", 409, {})
-            lost.after_lost_answer = True
-            raise lost
-        return written
+        if res is not CONFIGMAPS or not self.lose:
+            return super().replace(res, body, subresource)
+        self.lose -= 1
+        if not self.drop:
+            super().replace(res, body, subresource)
+        self.between()
+        lost = errors.Conflict("the object has been modified", 409, {})
+        lost.after_lost_answer = True
+        raise lost
+
+
+def lost_admission(drop: bool = False, another_write: bool = False) -> tuple[LostAnswers, dict[str, Any]]:
+    """n0's admission, whose write loses its answer; n1 pending, which another host gives up on in between."""
+    api = LostAnswers()
+    for name in ("n0", "n1"):
+        api.add(NODES, node(name))
+    started(api, "n0", "n1")
+    api.set_phase("n0", lc.PHASE_READY)
+    api.lose, api.drop = 1, drop
+    if another_write:
+
+        def stop() -> None:
+            rolling(api).stop("a fatal notification elsewhere")
+
+        api.between = stop
+    result = rolling(api).admit("n0")
+    assert api.lose == 0, "the admission's write was not made"
+    return api, result
 
 
 def test_an_admission_whose_answer_was_lost_is_handed_to_its_tasks_once() -> None:
     """The write of the admission took effect though its answer was lost: the node is admitted by this call (its
     maintenance runs), not taken for one another host admitted (which would leave it maintaining, never run)."""
-    api = LostAnswers()
-    api.add(NODES, node("n0"))
-    started(api, "n0")
-    api.set_phase("n0", lc.PHASE_READY)
-    api.lose = 1
-    result = rolling(api).admit("n0")
-    assert api.lose == 0, "the admission's write was not made"
-    assert result["admitted"] is True and result["changed"] is True and result["wave"] == 1
+    api, result = lost_admission()
+    assert result["admitted"] is True and result["changed"] is True and result["wave"] == 1 and result["opened"]
     assert api.record()["n0"]["state"] == core.MAINTAINING
     again = rolling(api).admit("n0")  # a host that calls again is not handed the node a second time
     assert again["admitted"] is False and again["state"] == core.MAINTAINING
 
 
-def test_a_write_whose_answer_was_lost_under_another_write_is_applied_again() -> None:
-    """A Conflict after a lost answer when another host wrote the record after it: the record is not this call's
-    write as it stands, so the change is made again on what is there; both hosts' outcomes are kept."""
-    api = LostAnswers()
-    for name in ("n0", "n1"):
-        api.add(NODES, node(name))
-    admitted(api, "n0", "n1")
-    api.lose = 1
-    original = api.replace
+def test_an_admission_whose_answer_was_lost_under_another_write_is_still_this_calls() -> None:
+    """Another host wrote the record after the lost write (here a stop): the record is not what this call wrote,
+    but the node's row holds this call's admission (its time), so the node is handed to its tasks."""
+    api, result = lost_admission(another_write=True)
+    assert result["admitted"] is True and result["wave"] == 1, result
+    assert api.record()["n0"]["state"] == core.MAINTAINING
 
-    def and_another_write(res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
-        try:
-            return original(res, body, subresource)
-        except errors.Conflict:
-            rolling(api).release("n1", "firmware update failed")  # another host's write, after the lost one
-            raise
 
-    api.replace = and_another_write  # type: ignore[method-assign]
-    result = rolling(api).release("n0", None)
-    assert api.lose == 0, "the outcome's write was not made"
-    assert result["state"] == core.DONE
-    record = api.record()
-    assert (record["n0"]["state"], record["n1"]["state"]) == (core.DONE, core.FAILED)
+def test_a_lost_write_that_did_not_take_effect_is_made_again() -> None:
+    """The write whose answer was lost did not take effect, and another host wrote meanwhile: the record holds
+    neither this write nor this call's admission, so the admission is decided again on the record as it is."""
+    api, result = lost_admission(drop=True, another_write=True)
+    assert result["admitted"] is False and result["stopped"]["reason"] == STOP_ASKED, result
+    assert api.record()["n0"]["state"] == core.PENDING  # stopped in between: not admitted
+    api, result = lost_admission(drop=True)
+    assert result["admitted"] is True and api.record()["n0"]["state"] == core.MAINTAINING
 
 
 class Patience(Api):
-    """Records how long the client may retry a call that gets no answer (``retrying_until``, as the real client)."""
+    """Records how long the client may retry each call that gets no answer (``retrying_for``, as the real client):
+    by verb, the window each call was made under."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.until: list[float | None] = []
-        self._until: float | None = None
+        self.windows: list[tuple[str, float | None]] = []
+        self._window: float | None = None
 
     @contextlib.contextmanager
-    def retrying_until(self, until: float | None) -> Iterator[None]:
-        before, self._until = self._until, until
+    def retrying_for(self, seconds: float | None) -> Iterator[None]:
+        before, self._window = self._window, seconds
         try:
             yield
         finally:
-            self._until = before
+            self._window = before
 
     def get(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        self.until.append(None if self._until is None else self._until - time.monotonic())
+        self.windows.append(("get", self._window))
         return super().get(res, name, namespace)
 
+    def list(self, res: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        self.windows.append(("list", self._window))
+        return super().list(res, namespace, **kw)
 
-def test_a_nodes_steps_ride_out_an_api_server_without_answer_as_long_as_they_may_wait() -> None:
-    """Each call of admit and release may be retried for as long as the step may wait (its timeouts), not the
-    client's default of a few seconds: an API server that stops answering for a minute under the load of many
-    hosts' steps must not fail a node."""
+
+def test_a_nodes_steps_ride_out_an_api_server_without_answer_each_call_for_as_long_as_the_step_may_wait() -> None:
+    """Each call of admit and release may be retried for as long as the step may wait (its timeouts, at most
+    RIDE_OUT, at least the client's default), not the client's default of 20 s: an API server that stops answering
+    for a minute under the load of many hosts' steps must not fail a node. The reconcile passes a step runs keep
+    the default (a pass holds the Lease the other hosts' passes wait for)."""
     api = Patience()
     api.add(NODES, node("n0"))
     started(api, "n0")
     api.set_phase("n0", lc.PHASE_READY)
-    api.until.clear()
-    rolling(api, wave_timeout=900.0).admit("n0")
-    assert api.until and all(u is not None and 890 < u <= 900 for u in api.until), api.until
-    api.until.clear()
-    rolling(api, node_ready_timeout=400.0, release_timeout=100.0).release("n0", None)
-    assert api.until and all(u is not None and 490 < u <= 500 for u in api.until), api.until
-    assert api._until is None  # and no longer than the step
+    api.windows.clear()
+    rolling(api, wave_timeout=60.0).admit("n0")
+    assert api.windows and {w for _verb, w in api.windows} == {60.0}, api.windows
+    api.windows.clear()
+    rolling(api, node_ready_timeout=5000.0, release_timeout=100.0).release("n0", None)
+    assert api.windows and {w for _verb, w in api.windows} == {RIDE_OUT}, api.windows
+    assert api._window is None  # and no longer than the step
+
+    api.add(NODES, node("n1"))
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxUnavailable": 2}})
+    reconcile = ReconcileOptions(namespace=NS, config_namespace=NS, lease_wait=0)
+    started(api, "n1", engine="builtin", reconcile=reconcile)
+    api.windows.clear()
+    result = rolling(api, engine="builtin", reconcile=reconcile, wave_timeout=5.0).admit("n1")
+    assert result["admitted"] is True, result
+    assert ("list", None) in api.windows, api.windows  # the pass's reads, with the default
+    assert ("get", 20.0) in api.windows, api.windows  # the step's own look at its request: at least the default
 
 
 def test_release_fails_a_node_that_is_not_ready_in_kubernetes_in_time(api: Api) -> None:

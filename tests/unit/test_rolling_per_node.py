@@ -301,8 +301,8 @@ def test_every_write_of_the_record_reads_and_writes_it_in_one_hold_of_the_record
     api.get, api.replace = noting_get, noting_replace  # type: ignore[method-assign]
 
     @contextlib.contextmanager
-    def record_lock() -> Iterator[None]:
-        with local_lock.held(str(tmp_path), f"{CFG}/{RECORD}"):
+    def record_lock(wait: float = local_lock.WAIT) -> Iterator[None]:
+        with local_lock.held(str(tmp_path), f"{CFG}/{RECORD}", wait):
             mine.hold = next(holds)
             try:
                 yield
@@ -324,6 +324,29 @@ def test_every_write_of_the_record_reads_and_writes_it_in_one_hold_of_the_record
     record = api.record()
     assert {n: record[n]["state"] for n in NODES_OF_RUN} == dict.fromkeys(NODES_OF_RUN, core.DONE)
     assert unheld == []
+
+
+def test_a_stop_waits_for_the_record_lock_briefly_and_the_other_writes_their_turn(api: Api) -> None:
+    """Hundreds of hosts may queue for the record's lock; a stop does not queue behind the admissions it is to hold
+    back: it asks for the lock with a short wait, the other writes with the lock's own."""
+    deferred(api, "n0", "n1")
+    waits: list[float | None] = []
+
+    @contextlib.contextmanager
+    def record_lock(wait: float | None = None) -> Iterator[None]:
+        waits.append(wait)
+        yield
+
+    api.auto_ready = True
+    one = rolling(api)
+    one.record_lock = record_lock
+    assert one.admit("n0")["admitted"] is True
+    assert waits and set(waits) == {None}, waits  # an admission: the lock's own wait
+    waits.clear()
+    other = rolling(api)
+    other.record_lock = record_lock
+    other.stop("a fatal notification")
+    assert waits == [engine.STOP_LOCK_WAIT]
 
 
 def test_a_deferred_start_gives_back_a_request_an_admit_left_in_its_wait(api: Api) -> None:
@@ -597,7 +620,9 @@ def test_a_start_clears_the_stop_from_the_records_metadata(api: Api) -> None:
     assert rolling(api).stopped_on_record() is not None
     rolling(api).start(["n0"], "release", False)
     annotations = api.objects[(CONFIGMAPS.plural, CFG, RECORD)]["metadata"]["annotations"]
-    assert engine.STOPPED_ANNOTATION not in annotations and rolling(api).stopped_on_record() is None
+    assert annotations[engine.STOPPED_ANNOTATION] == "" and rolling(api).stopped_on_record() is None
+    del annotations[engine.STOPPED_ANNOTATION]  # a record of an earlier version: read whole
+    assert rolling(api).stopped_on_record() is None
 
 
 def test_an_admit_that_gets_no_slot_in_time_stops_the_run_for_the_nodes_after_it(api: Api) -> None:

@@ -31,7 +31,7 @@ from ..core.node.conditions import find as find_condition
 from ..core.node.conditions import set_condition
 from ..core.node.errors import NodeopsError
 from ..core.node.nodes import node_ready
-from ..k8s.client import CONFIGMAPS, NODE_MAINTENANCES, PODS, Client, within_deadline
+from ..k8s.client import CONFIGMAPS, DEFAULT_RETRY_SECONDS, NODE_MAINTENANCES, PODS, Client, retrying_for
 from ..k8s.errors import Conflict, K8sError, NotFound
 from ..k8s.memory import MemoryClient
 from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler
@@ -87,6 +87,10 @@ DRIVER_SUFFIX = "-driver"  # the end of a driver's Lease identity (see Rolling.d
 LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease before it looks again
 RUN_ID_ANNOTATION = "maintenance.nodeops.io/run-id"
 STOPPED_ANNOTATION = "maintenance.nodeops.io/stopped"
+# How long a write of a stop waits for the record's local lock before it writes without it.
+STOP_LOCK_WAIT = 10.0
+# The longest a node's step tries one call again while the API server does not answer (see Rolling._riding_out).
+RIDE_OUT = 300.0
 NODE_LOOK = 5.0  # seconds between two checks by admit that the Node of a request still waiting is there
 DRIVER_TURN = 5.0  # the longest a driver waits for the Lease (or after an error) before it looks at its run again
 DRIVER_RECORD_LOOK = 2.0  # seconds between two reads of the run's record by its driver
@@ -192,7 +196,8 @@ class Rolling:
         self._asked = False  # admit: the node may have a request of this call's
         # held around each update of the record: the action gives one that its workers share, so that the hosts
         # of a run on one controller take turns instead of meeting each other's Conflicts
-        self.record_lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+        # (``wait``: how long to wait for it at most, shorter for a stop, see update)
+        self.record_lock: Callable[..., AbstractContextManager[object]] = _no_lock
 
     # -- the record ------------------------------------------------------------------------------
     def load(self) -> core.RunRecord:
@@ -227,8 +232,9 @@ class Rolling:
                 "labels": {"app.kubernetes.io/managed-by": "nodeops.maintenance"},
                 "annotations": {
                     RUN_ID_ANNOTATION: self.options.run_id,
-                    # the stop, where a look at the record's metadata alone sees it (see stopped_on_record)
-                    **({STOPPED_ANNOTATION: str(run.stopped.get("reason", ""))} if run.stopped is not None else {}),
+                    # the stop (empty: none), where a look at the record's metadata alone sees it (see
+                    # stopped_on_record)
+                    STOPPED_ANNOTATION: "" if run.stopped is None else str(run.stopped.get("reason") or "stopped"),
                 },
             },
             "data": data,
@@ -247,7 +253,7 @@ class Rolling:
                 "was changed by someone else: is another run with the same run ID going on? Nothing more was done."
             ) from None
 
-    def update(self, mutate: Callable[[core.RunRecord], T]) -> tuple[core.RunRecord, T]:
+    def update(self, mutate: Callable[[core.RunRecord], T], urgent: bool = False) -> tuple[core.RunRecord, T]:
         """Read the record, apply ``mutate`` and write it back when it changed; when another host of the run wrote
         it in between, read it again and apply ``mutate`` to that (a conditional write each time, so what
         ``mutate`` checks holds when it is written). Returns the record as written and what ``mutate`` returned;
@@ -256,7 +262,9 @@ class Rolling:
         for attempt in range(UPDATE_ATTEMPTS):
             if attempt:  # apart from the others that met the same Conflict (another controller's, say)
                 self._waiter.wait(random.uniform(0, min(UPDATE_BACKOFF, 0.02 * 2**attempt)))
-            with self.record_lock():
+            # a stop (``urgent``) does not queue behind the admissions it is to hold back: it waits for the lock
+            # briefly, then writes without it (the write is conditional either way)
+            with self.record_lock(wait=STOP_LOCK_WAIT) if urgent else self.record_lock():
                 run = self.load()
                 before = run.to_data()
                 try:
@@ -279,15 +287,16 @@ class Rolling:
 
     def stopped_on_record(self) -> dict[str, Any] | None:
         """The run's stop on record, for the steps that wait and look for one every few seconds: the record's
-        metadata alone first (its annotation says whether the run stopped), the whole record only then. Hundreds of
-        hosts wait at once, and the record of thousands of nodes is a few hundred KB."""
+        metadata alone first (its annotation says whether the run stopped), the whole record only when it says so
+        or has no such annotation (a record written by an earlier version). Hundreds of hosts wait at once, and the
+        record of thousands of nodes is a few hundred KB."""
         get_metadata = getattr(self.client, "get_metadata", None)
         if get_metadata is not None:
             try:
                 meta = get_metadata(CONFIGMAPS, self.name, self.options.record_namespace).get("metadata") or {}
             except NotFound:
-                meta = {}
-            if STOPPED_ANNOTATION not in (meta.get("annotations") or {}):
+                return None  # no record: no stop
+            if (meta.get("annotations") or {}).get(STOPPED_ANNOTATION) == "":
                 return None
         return self.load().stopped
 
@@ -373,7 +382,8 @@ class Rolling:
             return None
         if self._driven_until > self.monotonic():
             return None
-        report = self.reconciler.run_pass()
+        with retrying_for(self.client, None):  # a pass holds the Lease: not one of a step's long retries
+            report = self.reconciler.run_pass()
         self.requests.note(report)
         if self._per_node and report.busy and (report.holder or "").endswith(DRIVER_SUFFIX):
             self._driven_until = self.monotonic() + LEASE_LOOK
@@ -554,11 +564,13 @@ class Rolling:
             raise
 
     def _riding_out(self, patience: float) -> AbstractContextManager[None]:
-        """Within the block, a call to the API server that gets no answer (no connection, a timeout, 5xx, 429) is
-        tried again for up to ``patience`` seconds, the longest the step may wait anyway, instead of the client's
-        default of a few seconds: hundreds of hosts wait in their nodes' steps at once, and an API server slow or
-        restarting for a minute must not fail a node whose maintenance passed, or the wait of one not admitted."""
-        return within_deadline(self.client, time.monotonic() + patience)
+        """Within the block, each call to the API server that gets no answer (no connection, a timeout, 5xx, 429)
+        is tried again for up to ``patience`` seconds from its own start (at most RIDE_OUT, at least the client's
+        default of 20 s) instead of that default: hundreds of hosts wait in their steps at once, and an API server
+        slow or restarting for a few minutes must not fail a node whose maintenance passed, or the wait of one not
+        admitted. A window per call, so a step overruns its own timeouts by one window at most when the API server
+        is away at their end; the reconcile passes keep the client's default (see :meth:`_pass`)."""
+        return retrying_for(self.client, max(DEFAULT_RETRY_SECONDS, min(patience, RIDE_OUT)))
 
     def _admit(self, node: str, resume: Mapping[str, Any] | None) -> AdmitResult:
         opts = self.options
@@ -646,7 +658,17 @@ class Rolling:
             if phases[node] in core.DRAINED_PHASES:
                 now = self.clock()
 
+                own = False  # the record holds this call's admission already (see below)
+
                 def take(r: core.RunRecord, now: float = now, began: float = began) -> tuple[int | None, bool]:
+                    nonlocal own
+                    record = r.nodes.get(node)
+                    if record is not None and record.state == core.MAINTAINING and _same_ms(record.started, now):
+                        # this call's own admission: its write went through though its answer was lost, and
+                        # another write came after it (so update did not see the record as it wrote it)
+                        own = True
+                        starts = [x.started for x in r.nodes.values() if x.wave == record.wave and x.started]
+                        return record.wave, min(starts) == record.started
                     if r.stopped is not None:  # stopped meanwhile: not admitted
                         return None, False
                     last = r.last_wave
@@ -658,8 +680,9 @@ class Rolling:
                     if run.stopped is not None:
                         return self._stop(run, run.stopped, node)
                     return self._give_up(node, abort=True)  # the failures went over the budget
-                admitted = self._admitted(run, node, changed=self.wrote, admitted=self.wrote)
-                admitted.opened, admitted.gates = self.wrote and opened, gate_report
+                handed = self.wrote or own
+                admitted = self._admitted(run, node, changed=handed, admitted=handed)
+                admitted.opened, admitted.gates = handed and opened, gate_report
                 if self.plan:  # the admission it would record (wave, state); no maintenance runs on a plan
                     admitted.admitted = False
                 return admitted
@@ -676,7 +699,7 @@ class Rolling:
                         "message": f"{message}. The run stopped: nothing new is cordoned; run the same command "
                         "again to go on once the scheduler has room.",
                     }
-                    self.update(partial(self._record_stop, timed_out))
+                    self.update(partial(self._record_stop, timed_out), urgent=True)
                 raise RequestError(message)
             if self._progress_due(call_began):
                 state = (
@@ -932,7 +955,7 @@ class Rolling:
         """Stop the run (the playbook's fatal notification): on record, so that each node's admit gives its request
         back and admits nothing more; the nodes in their maintenance go on. The next start goes on with the run."""
         stop = {"reason": STOP_ASKED, "message": message or "the run was stopped"}
-        run, stopped = self.update(partial(self._record_stop, stop))
+        run, stopped = self.update(partial(self._record_stop, stop), urgent=True)
         return StopResult(changed=self.wrote, status=self.status(run), stopped=stopped)
 
     def _record_stop(self, stop: Mapping[str, Any], run: core.RunRecord) -> dict[str, Any]:
@@ -1076,7 +1099,7 @@ class Rolling:
             core.withdraw(r, pending)
             core.record_stop(r, stopped, self.clock())
 
-        run = self.update(withdraw)[0]
+        run = self.update(withdraw, urgent=True)[0]
         return AdmitResult(
             changed=bool(withdrawn),
             status=self.status(run),
@@ -1239,3 +1262,14 @@ def _named(nodes: Sequence[str]) -> str:
     """``3 node(s) (a, b, c)``, naming at most NAMES_SHOWN."""
     shown = ", ".join(nodes[:NAMES_SHOWN]) + (", ..." if len(nodes) > NAMES_SHOWN else "")
     return f"{len(nodes)} node(s)" + (f" ({shown})" if nodes else "")
+
+
+def _same_ms(stored: float | None, written: float) -> bool:
+    """Whether a time read back from the record is ``written`` (the record keeps milliseconds)."""
+    return stored is not None and abs(stored - written) < 0.001
+
+
+def _no_lock(wait: float | None = None) -> AbstractContextManager[object]:
+    """The record lock of a Rolling that has none (a module run alone): nothing to wait for."""
+    del wait
+    return contextlib.nullcontext()

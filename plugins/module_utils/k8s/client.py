@@ -76,8 +76,8 @@ AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
 _UID_PRECONDITION = re.compile(r"UID in (the )?precondition", re.IGNORECASE)
 
 JSON = "application/json"
-#: What a GET asks for to get an object's metadata alone.
-PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+#: What a GET asks for to get an object's metadata alone (or, from a server or proxy that cannot, the object).
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 #: Answers a later attempt may not get: the API server restarting, overloaded or behind a failing proxy.
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -355,6 +355,12 @@ def within_deadline(client: Any, until: float) -> contextlib.AbstractContextMana
     return within(until) if within is not None else contextlib.nullcontext()
 
 
+def retrying_for(client: Any, seconds: float | None) -> contextlib.AbstractContextManager[None]:
+    """``client.retrying_for(seconds)`` where the client has it (a test's fake may not)."""
+    within = getattr(client, "retrying_for", None)
+    return within(seconds) if within is not None else contextlib.nullcontext()
+
+
 def is_transient(exc: Exception) -> bool:
     """A failure after which the request may or may not have taken effect, and a later attempt may get an
     answer: no connection, a reset or a timeout, 5xx, 429 from API Priority and Fairness."""
@@ -449,6 +455,18 @@ class Client:
         finally:
             self._retry.until = before
 
+    @contextlib.contextmanager
+    def retrying_for(self, seconds: float | None) -> Iterator[None]:
+        """Within the block, each of this thread's calls that has no deadline of its operation (see
+        :meth:`retrying_until`) retries transient failures for ``seconds`` from its own start (None: the default
+        ``retry_seconds``): a window per call, so that no call of a long step is left without one."""
+        before = getattr(self._retry, "window", None)
+        self._retry.window = seconds
+        try:
+            yield
+        finally:
+            self._retry.window = before
+
     def request(
         self,
         method: str,
@@ -472,7 +490,8 @@ class Client:
         to the caller (an eviction's, which is a PodDisruptionBudget's answer, not the server's load).
         """
         until = getattr(self._retry, "until", None)
-        deadline = time.monotonic() + self.retry_seconds if until is None else until
+        window = getattr(self._retry, "window", None)
+        deadline = time.monotonic() + (self.retry_seconds if window is None else window) if until is None else until
         attempt = 0
         maybe_applied = False  # an earlier attempt may have reached the server and taken effect, unanswered
         while True:
@@ -603,7 +622,8 @@ class Client:
 
     def get_metadata(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         """The object's metadata alone (a ``PartialObjectMetadata``: its labels, annotations, resourceVersion), which
-        the API server sends without the rest of the object: a cheap look at a large one, such as a run's record."""
+        the API server sends without the rest of the object: a cheap look at a large one, such as a run's record.
+        A server that cannot send it sends the whole object; read ``metadata`` of either."""
         return self.request(
             "GET", res.path(namespace, name), what=f"get {res.kind or res.plural} {name}", accept=PARTIAL_METADATA
         )

@@ -11,8 +11,9 @@ What it keeps of the API server's rules: writes of an object carry its resourceV
 the status goes through the ``status`` subresource only, a deletion with a UID precondition fails with
 UIDMismatch for another object of that name, an object with finalizers is marked deleted and goes once they
 are removed. Selectors: the equality forms (``key``, ``key=value``, ``key!=value``, ``!key``, comma-joined).
-Each call holds the client's lock: a run's writes made from several threads at once (the requests' pool) are
-applied one after the other, as the API server would.
+Each call works on the held objects under the client's lock (a read from the cluster is made outside it): a
+run's writes made from several threads at once (the requests' pool) are applied one after the other, as the API
+server would.
 """
 
 from __future__ import annotations
@@ -81,20 +82,23 @@ class MemoryClient:
         return f"memory-{self._version}"
 
     # -- reads -----------------------------------------------------------------------------
-    @_locked
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         key = self._key(res, name=name, namespace=namespace)
-        if key not in self._held and self.base is not None:
-            self._held[key] = self.base.get(res, name, namespace)  # NotFound goes to the caller
-        held = self._held.get(key)
-        if held is None:
-            raise NotFound(f"{res.kind or res.plural} {name} not found", 404)
-        return copy.deepcopy(held)
+        with self._lock:
+            known = key in self._held
+        if not known and self.base is not None:
+            fetched = self.base.get(res, name, namespace)  # outside the lock; NotFound goes to the caller
+            with self._lock:
+                self._held.setdefault(key, fetched)  # this run's own write of it meanwhile stays
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                raise NotFound(f"{res.kind or res.plural} {name} not found", 404)
+            return copy.deepcopy(held)
 
     def get_metadata(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         return {"kind": "PartialObjectMetadata", "metadata": self.get(res, name, namespace)["metadata"]}
 
-    @_locked
     def list(
         self,
         res: Resource,
@@ -103,13 +107,21 @@ class MemoryClient:
         field_selector: str | None = None,
     ) -> dict[str, Any]:
         if self.base is not None:
-            for obj in (
+            listed = (
                 self.base.list(
                     res, namespace=namespace, label_selector=label_selector, field_selector=field_selector
                 ).get("items")
                 or []
-            ):
-                self._held.setdefault(self._key(res, obj), obj)
+            )  # outside the lock
+            with self._lock:
+                for obj in listed:
+                    self._held.setdefault(self._key(res, obj), obj)
+        with self._lock:
+            return self._listed(res, namespace, label_selector, field_selector)
+
+    def _listed(
+        self, res: Resource, namespace: str | None, label_selector: str | None, field_selector: str | None
+    ) -> dict[str, Any]:
         items = []
         for key, obj in sorted(self._held.items(), key=lambda item: item[0]):
             if obj is None or key[:2] != (res.api_version, res.plural):
