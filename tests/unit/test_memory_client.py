@@ -83,7 +83,7 @@ def test_concurrent_writes_are_applied_one_after_the_other() -> None:
     assert len(api.list(CONFIGMAPS, "ns")["items"]) == 2401
 
     race = threading.Barrier(8)
-    for _ in range(10):
+    for _round in range(10):
         read = api.get(CONFIGMAPS, "shared", "ns")
 
         def replace(worker: int, read: dict = read) -> bool:
