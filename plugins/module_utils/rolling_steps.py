@@ -220,9 +220,11 @@ def run(module: Any) -> None:
     try:
         # check mode: the same step on an overlay of the cluster that writes nothing and waits for nothing
         rolling = Rolling(module.client, options, fetch_alerts=prometheus_alerts, plan=module.check_mode)
-        record_lock = getattr(module, "record_lock", None)  # the action's: its workers take turns at the record
-        if record_lock is not None:
-            rolling.record_lock = partial(record_lock, f"{options.record_namespace}/{rolling.name}")
+        commit = getattr(module, "commit", None)  # the action's: its workers' changes of the record written together
+        if commit is not None:
+            # one group per record of one API server (two clusters may have runs of the same ID)
+            server = getattr(module.client, "host", "")
+            rolling.commit = partial(commit, f"{server} {options.record_namespace}/{rolling.name}")
         resume = p["resume"]
         if resume is not None and STEP_OF_WAIT[resume["phase"]] != step:
             module.fail_json(

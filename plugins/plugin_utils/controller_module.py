@@ -13,7 +13,6 @@ read) from the process: the action applies the task's ``environment`` to the wor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from importlib.util import find_spec
 from typing import Any, NoReturn
 
@@ -30,7 +29,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module imp
     auth_argument_spec,
     kubeconfig_secrets,
 )
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils import local_lock
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import group_commit
 
 HAS_KUBERNETES = find_spec("kubernetes") is not None
 
@@ -92,11 +91,15 @@ class ControllerModule:
                 self.fail_k8s(exc)
         return self._client
 
-    def record_lock(self, key: str, wait: float = local_lock.WAIT) -> AbstractContextManager[bool]:
-        """A lock that every worker of this ``ansible-playbook`` shares (see local_lock), in its own temporary
-        directory (made once, in ``ansible-playbook``'s process): the hosts of a run hold it around each update of
-        the run's record, one after the other; one waits ``wait`` seconds for it at most."""
-        return local_lock.held(C.DEFAULT_LOCAL_TMP, key, wait)
+    def commit(
+        self, key: str, change: dict[str, Any], apply: group_commit.Apply, wait: float | None = None
+    ) -> tuple[Any, dict[str, Any]] | None:
+        """A group commit that every worker of this ``ansible-playbook`` shares (see group_commit), in its own
+        temporary directory (made once, in ``ansible-playbook``'s process): the hosts of a run have their changes
+        of the run's record written together, by whichever of them holds the lock; one waits ``wait`` seconds at
+        most (default group_commit.WAIT) before it applies its change alone (None is returned then)."""
+        group = group_commit.Group(C.DEFAULT_LOCAL_TMP, key)
+        return group.commit(change, apply, group_commit.WAIT if wait is None else wait)
 
     def set_pool_size(self, size: int) -> None:
         self._pool_size = size

@@ -3,12 +3,9 @@ API, with many hosts of one run at the same time (threads) updating one record."
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,11 +34,11 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
     NODES,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.errors import K8sError
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils import local_lock
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import group_commit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit.test_engine_maintenance import NS, node
-from unit.test_rolling_engine import CFG, RECORD, Api, record_reads, rolling
+from unit.test_rolling_engine import CFG, RECORD, RUN, Api, record_reads, rolling
 
 NODES_OF_RUN = [f"n{i}" for i in range(8)]
 
@@ -277,43 +274,34 @@ def test_hosts_admitting_and_releasing_at_once_lose_no_row_and_admit_each_node_o
     assert api.obj(CONFIGMAPS, RECORD, CFG) is not None
 
 
-def test_every_write_of_the_record_reads_and_writes_it_in_one_hold_of_the_record_lock(api: Api, tmp_path: Path) -> None:
-    """The action's hosts share one lock per record (local_lock, tested on its own): an update that read the record
-    outside the hold it writes in would meet the others' Conflicts again."""
+def test_hosts_sharing_a_group_commit_have_each_change_applied_once_and_written_together(
+    api: Api, tmp_path: Path
+) -> None:
+    """The action's hosts share one group commit per record (group_commit, tested on its own): every node is
+    admitted once and done, and no change is written on its own when others were asked for at the same time."""
     deferred(api, *NODES_OF_RUN)
     api.auto_ready = True
-    holds = itertools.count(1)
-    mine = threading.local()  # hold: the hold this thread is in (0: none); read: the hold of its last read
-    unheld: list[str] = []
-    get, replace = api.get, api.replace
-
-    def noting_get(res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        if res.plural == CONFIGMAPS.plural:
-            mine.read = getattr(mine, "hold", 0)
-        return get(res, name, namespace)
-
-    def noting_replace(res: Any, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
-        hold = getattr(mine, "hold", 0)
-        if res.plural == CONFIGMAPS.plural and (hold == 0 or getattr(mine, "read", 0) != hold):
-            unheld.append(threading.current_thread().name)
-        return replace(res, body, subresource)
-
-    api.get, api.replace = noting_get, noting_replace  # type: ignore[method-assign]
-
-    @contextlib.contextmanager
-    def record_lock(wait: float = local_lock.WAIT) -> Iterator[None]:
-        with local_lock.held(str(tmp_path), f"{CFG}/{RECORD}", wait):
-            mine.hold = next(holds)
-            try:
-                yield
-            finally:
-                mine.hold = 0
+    group = group_commit.Group(str(tmp_path), f"{CFG}/{RECORD}")
+    batches: list[int] = []
+    admitted: list[str] = []
 
     def host(name: str) -> None:
         for step in ("admit", "release"):
             one = rolling(api, max_fail_percentage=100)
-            one.record_lock = record_lock
-            one.admit(name) if step == "admit" else one.release(name, None)
+
+            def commit(change: dict[str, Any], apply: Any, wait: float | None = None) -> Any:
+                def noting(changes: list[dict[str, Any]]) -> Any:
+                    batches.append(len(changes))
+                    return apply(changes)
+
+                return group.commit(change, noting, group_commit.WAIT if wait is None else wait)
+
+            one.commit = commit
+            if step == "admit":
+                if one.admit(name)["admitted"]:
+                    admitted.append(name)
+            else:
+                one.release(name, None)
 
     threads = [threading.Thread(target=host, args=(name,), name=name) for name in NODES_OF_RUN]
     for thread in threads:
@@ -323,29 +311,52 @@ def test_every_write_of_the_record_reads_and_writes_it_in_one_hold_of_the_record
     assert not any(t.is_alive() for t in threads)
     record = api.record()
     assert {n: record[n]["state"] for n in NODES_OF_RUN} == dict.fromkeys(NODES_OF_RUN, core.DONE)
-    assert unheld == []
+    assert sorted(admitted) == NODES_OF_RUN
+    # an admission, an outcome and a release a node, each applied by one holder
+    assert sum(batches) == 3 * len(NODES_OF_RUN)
+    assert not list(tmp_path.glob("*.d/*.op")) and not list(tmp_path.glob("*.d/*.taken"))
 
 
-def test_a_stop_waits_for_the_record_lock_briefly_and_the_other_writes_their_turn(api: Api) -> None:
-    """Hundreds of hosts may queue for the record's lock; a stop does not queue behind the admissions it is to hold
-    back: it asks for the lock with a short wait, the other writes with the lock's own."""
+def test_a_group_of_changes_is_one_write_and_a_change_the_record_refuses_fails_alone(api: Api) -> None:
+    deferred(api, "n0", "n1")
+    api.auto_ready = True
+    one = rolling(api)
+    assert one.admit("n0")["admitted"] is True
+    writes = api.write_count
+    now = api.clock()
+    run, results = one.apply_changes(
+        [
+            {"kind": "outcome", "node": "n0", "failure": None, "timing": None, "now": now},
+            {"kind": "done", "node": "n1", "now": now},  # n1 is pending: refused
+            {"kind": "stop", "stop": {"reason": engine.STOP_ASKED, "message": "m"}, "now": now},
+        ]
+    )
+    assert api.write_count == writes + 1  # one write for the group
+    assert results[0] == {"value": True, "wrote": True} and results[2]["wrote"] is True
+    assert results[1] == {"error": f"Run {RUN!r}: n1 is pending; it cannot become done."}
+    assert api.record()["n0"]["finished"] is not None and run.stopped is not None
+    assert api.record()["n1"]["state"] == core.PENDING
+
+
+def test_a_stop_waits_for_the_group_commit_briefly_and_the_other_changes_their_turn(api: Api) -> None:
+    """Hundreds of hosts may queue for the record; a stop does not queue behind the admissions it is to hold back:
+    it waits for the group briefly (then writes alone), the other changes with the group's own wait."""
     deferred(api, "n0", "n1")
     waits: list[float | None] = []
 
-    @contextlib.contextmanager
-    def record_lock(wait: float | None = None) -> Iterator[None]:
+    def commit(change: dict[str, Any], apply: Any, wait: float | None = None) -> None:
         waits.append(wait)
-        yield
+        return None  # no group: the change is applied alone
 
     api.auto_ready = True
     one = rolling(api)
-    one.record_lock = record_lock
+    one.commit = commit
     assert one.admit("n0")["admitted"] is True
-    assert waits and set(waits) == {None}, waits  # an admission: the lock's own wait
+    assert waits and set(waits) == {None}, waits  # an admission: the group's own wait
     waits.clear()
     other = rolling(api)
-    other.record_lock = record_lock
-    other.stop("a fatal notification")
+    other.commit = commit
+    assert other.stop("a fatal notification")["stopped"]["reason"] == engine.STOP_ASKED
     assert waits == [engine.STOP_LOCK_WAIT]
 
 
@@ -704,7 +715,14 @@ def test_a_driver_hands_the_lease_to_the_driver_of_another_namespace_s_run_of_it
     mine = replace(driven(api, "n0"), lease_wait=1)
     api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": {"maxUnavailable": 2}})
     theirs = ReconcileOptions(namespace="elsewhere", config_namespace=NS, lease_wait=1)
-    other_run = {"run_id": "other", "namespace": "elsewhere", "engine": "builtin", "reconcile": theirs}
+    # the hand-over takes real time (the Lease's clock), which the fake clock's wave_timeout must not run out first
+    other_run = {
+        "run_id": "other",
+        "namespace": "elsewhere",
+        "engine": "builtin",
+        "reconcile": theirs,
+        "wave_timeout": 1e9,
+    }
     deferred(api, "n1", **other_run)
     results: dict[str, dict[str, Any]] = {}
     playbook_gone = threading.Event()

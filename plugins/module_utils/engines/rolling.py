@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any, TypeVar, cast
 
+from ..core.maintenance import changes as record_changes
 from ..core.maintenance import gates as gatecore
 from ..core.maintenance import lifecycle as lc
 from ..core.maintenance import rolling as core
@@ -194,10 +194,9 @@ class Rolling:
         self._driven_until = 0.0  # (monotonic) until then a driver holds the Lease: no pass of its own
         self._waiter = threading.Event()
         self._asked = False  # admit: the node may have a request of this call's
-        # held around each update of the record: the action gives one that its workers share, so that the hosts
-        # of a run on one controller take turns instead of meeting each other's Conflicts
-        # (``wait``: how long to wait for it at most, shorter for a stop, see update)
-        self.record_lock: Callable[..., AbstractContextManager[object]] = _no_lock
+        # the group commit the action gives, which its workers share: the hosts of a run on one controller have
+        # their changes of the record written together (``commit(change, apply, wait)``, see update)
+        self.commit: Callable[..., tuple[Any, dict[str, Any]] | None] | None = None
 
     # -- the record ------------------------------------------------------------------------------
     def load(self) -> core.RunRecord:
@@ -253,37 +252,68 @@ class Rolling:
                 "was changed by someone else: is another run with the same run ID going on? Nothing more was done."
             ) from None
 
-    def update(self, mutate: Callable[[core.RunRecord], T], urgent: bool = False) -> tuple[core.RunRecord, T]:
-        """Read the record, apply ``mutate`` and write it back when it changed; when another host of the run wrote
-        it in between, read it again and apply ``mutate`` to that (a conditional write each time, so what
-        ``mutate`` checks holds when it is written). Returns the record as written and what ``mutate`` returned;
-        :attr:`wrote` says whether it wrote."""
+    def update(self, change: dict[str, Any], urgent: bool = False) -> tuple[core.RunRecord, Any]:
+        """Apply ``change`` (see core/maintenance/changes.py) to the record: with the group commit the action gives
+        (:attr:`commit`), together with the changes the other hosts of the run on this controller asked for, in
+        one write by whichever of them writes next; else alone. Returns the record as written and what the change
+        returned; :attr:`wrote` says whether the change changed the record. A stop (``urgent``) does not wait
+        long behind the others: after STOP_LOCK_WAIT seconds it is applied alone (the write is conditional
+        either way)."""
         self.wrote = False
+        answer = None
+        if self.commit is not None and not self.plan:
+            answer = self.commit(change, self._apply_group, STOP_LOCK_WAIT if urgent else None)
+        if answer is None:
+            run, (result,) = self.apply_changes([change])
+        else:
+            data, result = answer
+            run = self.load() if data is None else self._from_data(data)
+        if "error" in result:
+            raise RequestError(result["error"])
+        self.wrote = bool(result["wrote"])
+        return run, result["value"]
+
+    def _apply_group(self, changes: list[dict[str, Any]]) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
+        """:meth:`apply_changes` for a group commit: what the changes share is the record's data as written."""
+        _run, results = self.apply_changes(changes)
+        return (self._configmap or {}).get("data"), results
+
+    def apply_changes(self, changes: Sequence[Mapping[str, Any]]) -> tuple[core.RunRecord, list[dict[str, Any]]]:
+        """Read the record, apply ``changes`` in their order and write it back once when one changed it; when
+        another writer wrote it in between, read it again and apply them to that (a conditional write each
+        time, so what a change checks holds when it is written). Returns the record as written and each
+        change's result: ``value`` and ``wrote`` (it changed the record), or ``error`` (a change the record
+        refuses; the others are written)."""
         for attempt in range(UPDATE_ATTEMPTS):
             if attempt:  # apart from the others that met the same Conflict (another controller's, say)
                 self._waiter.wait(random.uniform(0, min(UPDATE_BACKOFF, 0.02 * 2**attempt)))
-            # a stop (``urgent``) does not queue behind the admissions it is to hold back: it waits for the lock
-            # briefly, then writes without it (the write is conditional either way)
-            with self.record_lock(wait=STOP_LOCK_WAIT) if urgent else self.record_lock():
-                run = self.load()
-                before = run.to_data()
+            run = self.load()
+            results: list[dict[str, Any]] = []
+            for change in changes:
                 try:
-                    value = mutate(run)
+                    value, changed = record_changes.apply(run, change)
                 except core.RollingError as exc:
-                    raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
-                if run.to_data() == before:
-                    return run, value
-                try:
-                    self.save(run, merge=True)
-                except Conflict as exc:
-                    if not (exc.after_lost_answer and self._took_effect(run)):
-                        continue
-            self.wrote = True
-            return run, value
+                    results.append({"error": f"Run {self.options.run_id!r}: {exc}."})
+                else:
+                    results.append({"value": value, "wrote": changed})
+            if not any(r.get("wrote") for r in results):
+                return run, results
+            try:
+                self.save(run, merge=True)
+            except Conflict as exc:
+                if not (exc.after_lost_answer and self._took_effect(run)):
+                    continue
+            return run, results
         raise RequestError(
             f"The record of run {self.options.run_id!r} (ConfigMap {self.options.record_namespace}/{self.name}) "
             f"changed under each of {UPDATE_ATTEMPTS} writes; nothing was written. Run the step again."
         )
+
+    def _from_data(self, data: Mapping[str, str]) -> core.RunRecord:
+        try:
+            return core.RunRecord.from_data(data, self.options.run_id, self.options.requestor)
+        except core.RollingError as exc:
+            raise RequestError(f"Run {self.options.run_id!r}: {exc}.") from None
 
     def stopped_on_record(self) -> dict[str, Any] | None:
         """The run's stop on record, for the steps that wait and look for one every few seconds: the record's
@@ -626,7 +656,7 @@ class Rolling:
                     return self._stop(run, stopped, node)
             if gone:
                 self.requests.absent([node])
-                run = self.update(lambda r: core.mark_failed(r, node, NODE_GONE, self.clock()))[0]
+                run = self.update({"kind": "failed", "node": node, "message": NODE_GONE, "now": self.clock()})[0]
                 gone_result = self._admitted(run, node, changed=True)
                 gone_result.failure = NODE_GONE
                 return gone_result
@@ -656,26 +686,16 @@ class Rolling:
                 changed = requested = True
             first = False
             if phases[node] in core.DRAINED_PHASES:
-                now = self.clock()
-
-                own = False  # the record holds this call's admission already (see below)
-
-                def take(r: core.RunRecord, now: float = now, began: float = began) -> tuple[int | None, bool]:
-                    nonlocal own
-                    record = r.nodes.get(node)
-                    if record is not None and record.state == core.MAINTAINING and _same_ms(record.started, now):
-                        # this call's own admission: its write went through though its answer was lost, and
-                        # another write came after it (so update did not see the record as it wrote it)
-                        own = True
-                        starts = [x.started for x in r.nodes.values() if x.wave == record.wave and x.started]
-                        return record.wave, min(starts) == record.started
-                    if r.stopped is not None:  # stopped meanwhile: not admitted
-                        return None, False
-                    last = r.last_wave
-                    batch = core.admit(r, node, now, opts.gather, began, opts.max_fail_percentage)
-                    return batch, batch is not None and batch > last
-
-                run, (batch, opened) = self.update(take)
+                admission = {
+                    "kind": "admit",
+                    "node": node,
+                    "now": self.clock(),
+                    "began": began,
+                    "gather": opts.gather,
+                    "max_fail_percentage": opts.max_fail_percentage,
+                }
+                # own: the record holds this call's admission already (a write whose answer was lost)
+                run, (batch, opened, own) = self.update(admission)
                 if batch is None and run.nodes[node].state == core.PENDING:
                     if run.stopped is not None:
                         return self._stop(run, run.stopped, node)
@@ -699,7 +719,7 @@ class Rolling:
                         "message": f"{message}. The run stopped: nothing new is cordoned; run the same command "
                         "again to go on once the scheduler has room.",
                     }
-                    self.update(partial(self._record_stop, timed_out), urgent=True)
+                    self.update({"kind": "stop", "stop": timed_out, "now": self.clock()}, urgent=True)
                 raise RequestError(message)
             if self._progress_due(call_began):
                 state = (
@@ -727,7 +747,7 @@ class Rolling:
         """Give the request of a node that will not be admitted now back (waiting until it is gone: the node
         uncordoned) and leave the node pending, as a stop does; what admit returns then."""
         self._give_back([node])
-        run = self.update(lambda r: core.withdraw(r, [node]))[0]
+        run = self.update({"kind": "withdraw", "nodes": [node]})[0]
         return self._admitted(run, node, changed=self.wrote, abort=abort)
 
     def _take_turns(self) -> None:
@@ -788,15 +808,9 @@ class Rolling:
             run = self.load()
             changed = True
         else:
-
-            def outcome(r: core.RunRecord) -> bool:
-                now = self.clock()
-                started = r.nodes[node].started if node in r.nodes else None
-                # without the tasks' own span, from the admission (the maintenance starts right after it) to now
-                span = timing if timing else (None if started is None else (started, now))
-                return core.node_outcome(r, node, failure, now, span)
-
-            run, changed = self._leave(node, outcome)
+            span = list(timing) if timing else None
+            outcome = {"kind": "outcome", "node": node, "failure": failure, "timing": span, "now": self.clock()}
+            run, changed = self._leave(outcome)
         record = run.nodes[node]  # node_outcome refused a node not in the run
         if record.state == core.DONE:
             return self._released(run, node, changed, [])
@@ -806,7 +820,7 @@ class Rolling:
                     self._mark_failed_request(node, record.message)
                 return self._released(run, node, changed, [])
             self._give_back([node])
-            run = self.update(lambda r: core.mark_released(r, node, self.clock()))[0]
+            run = self.update({"kind": "released", "node": node, "now": self.clock()})[0]
             return self._released(run, node, True, [node])
         if record.state != core.MAINTAINING:
             raise RequestError(f"{node} is {record.state} in run {opts.run_id!r}; only an admitted node is released.")
@@ -824,30 +838,22 @@ class Rolling:
                 nodes_not_ready=left,
             )
         if not_back:
-            run = self._leave(node, lambda r: core.mark_failed(r, node, not_back[node], self.clock()))[0]
+            run = self._leave({"kind": "failed", "node": node, "message": not_back[node], "now": self.clock()})[0]
             if not opts.release_failed:
                 self._mark_failed_request(node, not_back[node])
                 return self._released(run, node, True, [])
         self._give_back([node])
         if not_back:
-            run = self.update(lambda r: core.mark_released(r, node, self.clock()))[0]
+            run = self.update({"kind": "released", "node": node, "now": self.clock()})[0]
         else:
-            run = self._leave(node, lambda r: core.mark_done(r, node, self.clock()))[0]
+            run = self._leave({"kind": "done", "node": node, "now": self.clock()})[0]
         return self._released(run, node, True, [node])
 
-    def _leave(self, node: str, change: Callable[[core.RunRecord], T]) -> tuple[core.RunRecord, T]:
-        """:meth:`update` with ``change``; when that write takes ``node`` out of ``maintaining`` and leaves no node of
-        its admission batch maintaining, this call ended the batch (:attr:`_ended`; exactly one call does, the
-        writes being conditional)."""
-
-        def mutate(r: core.RunRecord) -> tuple[T, int | None]:
-            was = r.nodes[node].state if node in r.nodes else None
-            value = change(r)
-            record = r.nodes[node]
-            out = was == core.MAINTAINING and record.state != core.MAINTAINING
-            return value, record.wave if out and core.batch_ended(r, record.wave) else None
-
-        run, (value, ended) = self.update(mutate)
+    def _leave(self, change: dict[str, Any]) -> tuple[core.RunRecord, Any]:
+        """:meth:`update` with ``change`` of one node; when that write takes the node out of ``maintaining`` and
+        leaves no node of its admission batch maintaining, this call ended the batch (:attr:`_ended`; exactly one
+        call does, the writes being conditional)."""
+        run, (value, ended) = self.update({**change, "leave": True})
         if self.wrote and ended is not None:
             self._ended = ended
         return run, value
@@ -955,11 +961,8 @@ class Rolling:
         """Stop the run (the playbook's fatal notification): on record, so that each node's admit gives its request
         back and admits nothing more; the nodes in their maintenance go on. The next start goes on with the run."""
         stop = {"reason": STOP_ASKED, "message": message or "the run was stopped"}
-        run, stopped = self.update(partial(self._record_stop, stop), urgent=True)
+        run, stopped = self.update({"kind": "stop", "stop": stop, "now": self.clock()}, urgent=True)
         return StopResult(changed=self.wrote, status=self.status(run), stopped=stopped)
-
-    def _record_stop(self, stop: Mapping[str, Any], run: core.RunRecord) -> dict[str, Any]:
-        return core.record_stop(run, stop, self.clock())
 
     # -- window and gates ------------------------------------------------------------------------
     def window_state(self) -> dict[str, Any] | None:
@@ -1095,11 +1098,8 @@ class Rolling:
         self._warn_kept(actions)
         withdrawn = sorted(a.node for a in actions if a.action in (DELETED, LEFT))
 
-        def withdraw(r: core.RunRecord) -> None:
-            core.withdraw(r, pending)
-            core.record_stop(r, stopped, self.clock())
-
-        run = self.update(withdraw, urgent=True)[0]
+        withdrawal = {"kind": "withdraw", "nodes": pending, "stop": stopped, "now": self.clock()}
+        run = self.update(withdrawal, urgent=True)[0]
         return AdmitResult(
             changed=bool(withdrawn),
             status=self.status(run),
@@ -1262,14 +1262,3 @@ def _named(nodes: Sequence[str]) -> str:
     """``3 node(s) (a, b, c)``, naming at most NAMES_SHOWN."""
     shown = ", ".join(nodes[:NAMES_SHOWN]) + (", ..." if len(nodes) > NAMES_SHOWN else "")
     return f"{len(nodes)} node(s)" + (f" ({shown})" if nodes else "")
-
-
-def _same_ms(stored: float | None, written: float) -> bool:
-    """Whether a time read back from the record is ``written`` (the record keeps milliseconds)."""
-    return stored is not None and abs(stored - written) < 0.001
-
-
-def _no_lock(wait: float | None = None) -> AbstractContextManager[object]:
-    """The record lock of a Rolling that has none (a module run alone): nothing to wait for."""
-    del wait
-    return contextlib.nullcontext()
