@@ -14,11 +14,12 @@ A key (any text, hashed into the names) has, in Ansible's local tmp (private to 
   written) is written once, in a ``.shared`` file each result names.
 
 A worker that finds its result goes on with it. One that waits ``wait`` seconds without it withdraws its change
-(renaming it away, which fails once a holder claimed it) and applies it alone; a change claimed by a holder that
-died before answering is applied again by its own worker (what the changes do must recognise their own effect,
-as the record's do). A holder that fails (the API server away) puts the others' changes back for their own
-workers to try, and fails alone. Anything here that cannot be done (no directory, say) means no group: the
-caller applies its change alone."""
+(renaming it away, which fails once a holder claimed it: then it waits for the answer) and applies it alone; a
+worker whose step ends in its wait (an error, the task's timeout, an interrupt) withdraws its change, and a
+holder drops the change of a worker that is gone. A change claimed by a holder that died before answering is
+applied again by its own worker (what the changes do must recognise their own effect, as the record's do). A
+holder whose ``apply`` fails puts the others' changes back in the queue for the next holder and fails alone. A
+group that cannot be set up (no directory, say) means no group: the caller applies its change alone."""
 
 from __future__ import annotations
 
@@ -64,6 +65,12 @@ class Group:
             return None
         try:
             return self._wait(fd, own, apply, time.monotonic() + wait)
+        except BaseException:
+            # the step ends here (an error of its own, the task's timeout, an interrupt): its change must not be
+            # applied after it gave up, unless a holder claimed it already (then it may be on record, as a write
+            # whose answer was lost may be)
+            _withdraw(own)
+            raise
         finally:
             os.close(fd)  # closing the file lets go of the lock
 
@@ -86,12 +93,9 @@ class Group:
                     return self._hold(own, apply)
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
-            if time.monotonic() >= deadline:
-                with contextlib.suppress(FileNotFoundError):
-                    os.rename(own + ".op", own + ".dropped")  # withdrawn: no holder applies it now
-                    os.unlink(own + ".dropped")
-                    return None
-                deadline = float("inf")  # a holder claimed it: it answers, or dies and lets go of the lock
+            if time.monotonic() >= deadline and _withdraw(own):
+                return None  # not claimed: no holder applies it now
+            # claimed (it waits for the answer, or for the lock of a holder that died) or not due yet
             time.sleep(pause)
             pause = min(pause * 2, PAUSE[1])
 
@@ -112,26 +116,38 @@ class Group:
 
     def _hold(self, own: str, apply: Apply) -> tuple[Any, dict[str, Any]]:
         """Under the lock: claim every change asked for (this worker's own too, claimed before by a holder that
-        died), apply them, answer each."""
+        died), apply them in the order they were asked for, answer each."""
         if not os.path.exists(own + ".taken"):  # else claimed by a holder that died before it answered
             os.rename(own + ".op", own + ".taken")
         stems = [own]
-        for name in sorted(os.listdir(self.queue)):
+        for name in os.listdir(self.queue):
             stem = os.path.join(self.queue, name[: -len(".op")])
-            if name.endswith(".op") and stem != own:
-                with contextlib.suppress(FileNotFoundError):  # withdrawn by its worker meanwhile
-                    os.rename(stem + ".op", stem + ".taken")
-                    stems.append(stem)
-        changes = []
-        for stem in stems:
-            with open(stem + ".taken", encoding="utf-8") as handle:
-                changes.append(json.load(handle))
+            if not name.endswith(".op") or stem == own:
+                continue
+            if not _alive(name):  # its worker was killed before it withdrew it
+                _withdraw(stem)
+                continue
+            with contextlib.suppress(OSError):  # withdrawn by its worker meanwhile
+                os.rename(stem + ".op", stem + ".taken")
+                stems.append(stem)
+        stems.sort(key=os.path.basename)  # the names start with the time they were asked at
+        changes: list[dict[str, Any]] = []
+        claimed: list[str] = []
         try:
+            for stem in stems:
+                try:
+                    with open(stem + ".taken", encoding="utf-8") as handle:
+                        changes.append(json.load(handle))
+                    claimed.append(stem)
+                except (OSError, ValueError):  # another's: not this holder's to judge, left for its worker
+                    if stem == own:
+                        raise
             shared, results = apply(changes)
         except BaseException:
-            for stem in stems[1:]:  # the others' changes back, for their workers to try
-                with contextlib.suppress(OSError):
-                    os.rename(stem + ".taken", stem + ".op")
+            for stem in stems:  # the others' changes back in the queue, for the next holder
+                if stem != own:
+                    with contextlib.suppress(OSError):
+                        os.rename(stem + ".taken", stem + ".op")
             with contextlib.suppress(OSError):
                 os.unlink(own + ".taken")
             raise
@@ -139,22 +155,48 @@ class Group:
         shared_name = os.path.basename(own) + ".shared"
         with contextlib.suppress(OSError):
             _write(os.path.join(self.queue, shared_name), shared)
-        for stem, result in zip(stems[1:], results[1:], strict=True):
+        mine: dict[str, Any] = {}
+        for stem, result in zip(claimed, results, strict=True):
+            if stem == own:
+                mine = result
+                continue
             with contextlib.suppress(OSError):
                 _write(stem + ".res", {"shared": shared_name, "result": result})
                 os.unlink(stem + ".taken")
         with contextlib.suppress(OSError):
             os.unlink(own + ".taken")
         self._sweep()
-        return shared, results[0]
+        return shared, mine
 
     def _sweep(self) -> None:
-        """Shared files no worker reads any more."""
+        """Files no worker reads any more: shared records and answers past SHARED_KEPT, parts of failed writes."""
         before = time.time() - SHARED_KEPT
         for entry in os.scandir(self.queue):
             with contextlib.suppress(OSError):
-                if entry.name.endswith(".shared") and entry.stat().st_mtime < before:
+                if entry.name.endswith((".shared", ".res", ".part")) and entry.stat().st_mtime < before:
                     os.unlink(entry.path)
+
+
+def _withdraw(stem: str) -> bool:
+    """Take a change out of the queue before a holder claims it (one rename wins); False: claimed already."""
+    try:
+        os.rename(stem + ".op", stem + ".dropped")
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        os.unlink(stem + ".dropped")
+    return True
+
+
+def _alive(name: str) -> bool:
+    """Whether the worker that asked for a change (its pid is in the name) is still there."""
+    try:
+        os.kill(int(name.split("-")[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, IndexError, OSError):
+        return True  # not ours to judge
+    return True
 
 
 def _try_lock(fd: int) -> bool:

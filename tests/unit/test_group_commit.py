@@ -151,8 +151,8 @@ def test_a_change_a_holder_claimed_is_not_withdrawn_its_worker_waits_for_the_ans
         worker.start()
         assert looked.wait(30)
         assert worker.is_alive() and not answers
-        (Path(group.queue) / "s.shared").write_text(json.dumps({"total": 7}))
-        Path(own + ".res").write_text(json.dumps({"shared": "s.shared", "result": {"after": 7}}))
+        group_commit._write(os.path.join(group.queue, "s.shared"), {"total": 7})
+        group_commit._write(own + ".res", {"shared": "s.shared", "result": {"after": 7}})
     worker.join(30)
     os.close(fd)
     assert answers == [({"total": 7}, {"after": 7})] and ledger.applied == []
@@ -180,7 +180,7 @@ def test_a_holder_that_fails_fails_alone_and_puts_the_others_changes_back_for_th
     others = [group._ask({"n": n}) for n in (2, 3)]  # two workers waiting for the lock
 
     def failing(changes: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
-        assert [c["n"] for c in changes] == [1, 2, 3]  # its own first, then the others in their order
+        assert [c["n"] for c in changes] == [2, 3, 1]  # in the order they were asked for
         raise RuntimeError("the API server is away")
 
     with pytest.raises(RuntimeError):
@@ -188,10 +188,53 @@ def test_a_holder_that_fails_fails_alone_and_puts_the_others_changes_back_for_th
     assert sorted(os.path.join(group.queue, p) for p in queued(group, ".op")) == sorted(s + ".op" for s in others)
     assert not queued(group, ".taken")
     ledger = Ledger()
-    assert group.commit({"n": 4}, ledger.apply) == ({"total": 9}, {"after": 4})
-    assert ledger.applied == [4, 2, 3]
-    for stem in others:  # their answers wait for them
-        assert json.loads(Path(stem + ".res").read_text())["result"] in ({"after": 6}, {"after": 9})
+    assert group.commit({"n": 4}, ledger.apply) == ({"total": 9}, {"after": 9})
+    assert ledger.applied == [2, 3, 4]
+    for stem, after in zip(others, (2, 5), strict=True):  # their answers wait for them
+        assert json.loads(Path(stem + ".res").read_text())["result"] == {"after": after}
+
+
+def test_a_worker_interrupted_while_it_waits_withdraws_its_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task's timeout or an interrupt ends the step in its wait: its change is not applied after that."""
+    group = group_commit.Group(str(tmp_path), KEY)
+
+    class Interrupted(BaseException):
+        pass
+
+    class Clock:
+        monotonic = staticmethod(time.monotonic)
+        time_ns = staticmethod(time.time_ns)
+        time = staticmethod(time.time)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            raise Interrupted
+
+    ledger = Ledger()
+    with holding(group):
+        monkeypatch.setattr(group_commit, "time", Clock)
+        with pytest.raises(Interrupted):
+            group.commit({"n": 1}, ledger.apply)
+        monkeypatch.undo()
+        assert not queued(group, ".op")
+    assert group.commit({"n": 2}, ledger.apply) == ({"total": 2}, {"after": 2})
+    assert ledger.applied == [2]
+
+
+def test_the_change_of_a_worker_killed_before_it_withdrew_it_is_not_applied(tmp_path: Path) -> None:
+    group = group_commit.Group(str(tmp_path), KEY)
+    child = os.fork()
+    if child == 0:  # a worker, gone (as if killed while it waited) once reaped
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.mkdir(group.queue)
+    stem = os.path.join(group.queue, f"{time.time_ns():020d}-{child}-dead")
+    group_commit._write(stem + ".op", {"n": 1})
+    ledger = Ledger()
+    assert group.commit({"n": 2}, ledger.apply) == ({"total": 2}, {"after": 2})
+    assert ledger.applied == [2] and not queued(group, ".op")
 
 
 def test_no_group_without_its_directory_the_caller_applies_its_change_alone(tmp_path: Path) -> None:

@@ -54,15 +54,15 @@ def test_the_release_that_takes_the_last_node_of_a_batch_out_says_it_ended_the_b
     apply(run, **admit("a", NOW + 1))
     apply(run, **admit("b", NOW + 2))
     first = apply(run, kind="outcome", node="a", failure=None, timing=None, now=NOW + 10, leave=True)
-    assert first == ([True, None], True) and run.nodes["a"].began == NOW + 1  # from the admission, without timing
+    assert first == ([True, None, False], True) and run.nodes["a"].began == NOW + 1  # from the admission
     assert apply(run, kind="outcome", node="a", failure=None, timing=None, now=NOW + 11, leave=True) == (
-        [False, None],
+        [False, None, False],
         False,
     )  # on record already
-    assert apply(run, kind="done", node="a", now=NOW + 12, leave=True) == ([None, None], True)  # b still in it
+    assert apply(run, kind="done", node="a", now=NOW + 12, leave=True) == ([None, None, False], True)  # b in it
     assert apply(run, kind="outcome", node="b", failure="broke", timing=[NOW + 3, NOW + 4], now=NOW + 13, leave=True)[
         0
-    ] == [True, 1]  # b failed: out of maintaining, the last of batch 1
+    ] == [True, 1, False]  # b failed: out of maintaining, the last of batch 1
     assert run.nodes["b"].state == core.FAILED and (run.nodes["b"].began, run.nodes["b"].ended) == (NOW + 3, NOW + 4)
     assert apply(run, kind="released", node="b", now=NOW + 14) == (None, True) and run.nodes["b"].back == NOW + 14
 
@@ -96,21 +96,49 @@ def test_a_change_the_record_refuses_is_an_error_and_changes_nothing(change: dic
     assert run.to_data() == before
 
 
-KINDS = st.sampled_from(["admit", "outcome", "failure", "done", "released", "withdraw", "stop"])
+def test_a_release_applied_again_is_its_own_with_the_batch_it_ended() -> None:
+    """A holder died after its write and before its answers: the worker applies its change again to the record as
+    written; it gets what the first time returned (the batch end too, for its notification), and nothing changes."""
+    run = new_run("a", "b")
+    apply(run, **admit("a", NOW + 1.0004))
+    apply(run, **admit("b", NOW + 2))
+    apply(run, kind="outcome", node="a", failure=None, timing=None, now=NOW + 5.0006, leave=True)
+    done_a = {"kind": "done", "node": "a", "now": NOW + 6.0002, "leave": True}
+    failed_b = {"kind": "outcome", "node": "b", "failure": "x" * 400, "timing": None, "now": NOW + 7.0008}
+    failed_b["leave"] = True
+    assert apply(run, **done_a) == ([None, None, False], True)
+    assert apply(run, **failed_b) == ([True, 1, False], True)
+    stored = core.RunRecord.from_data(run.to_data(), "run", "requestor")  # as the record holds it
+    assert apply(stored, **failed_b) == ([True, 1, True], False)
+    assert apply(stored, **done_a) == ([None, None, True], False)  # b left after it: not a's batch end
+    not_back = {"kind": "failed", "node": "b", "message": "y" * 400, "now": NOW + 8, "leave": True}
+    assert apply(stored, **not_back)[0] == [None, None, False]  # b is failed already: not in maintaining
+
+
+KINDS = st.sampled_from(["admit", "outcome", "failure", "done", "failed", "released", "withdraw", "stop"])
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(KINDS, st.sampled_from(["a", "b", "c"])), max_size=25))
-def test_changed_says_exactly_whether_the_stored_record_changed(steps: list[tuple[str, str]]) -> None:
-    """Whatever order the hosts' changes come in: the flag a change returns is what its write would store."""
+@given(
+    st.lists(st.tuples(KINDS, st.sampled_from(["a", "b", "c"]), st.booleans()), max_size=25),
+    st.floats(min_value=0, max_value=0.999),
+)
+def test_changed_says_exactly_whether_the_stored_record_changed(
+    steps: list[tuple[str, str, bool]], fraction: float
+) -> None:
+    """Whatever order the hosts' changes come in, applied to the record as stored or as kept in memory: the flag a
+    change returns is what its write would store."""
     run = new_run("a", "b", "c")
-    for i, (kind, node) in enumerate(steps):
-        now = NOW + 1 + i
+    for i, (kind, node, stored) in enumerate(steps):
+        if stored:
+            run = core.RunRecord.from_data(run.to_data(), "run", "requestor")
+        now = NOW + 1 + i + fraction
         change: dict[str, Any] = {
             "admit": admit(node, now),
             "outcome": {"kind": "outcome", "node": node, "failure": None, "timing": None, "now": now},
             "failure": {"kind": "outcome", "node": node, "failure": "x", "timing": None, "now": now},
             "done": {"kind": "done", "node": node, "now": now, "leave": True},
+            "failed": {"kind": "failed", "node": node, "message": "m" * 400, "now": now, "leave": True},
             "released": {"kind": "released", "node": node, "now": now},
             "withdraw": {"kind": "withdraw", "nodes": [node]},
             "stop": {"kind": "stop", "stop": {"reason": "asked"}, "now": now},

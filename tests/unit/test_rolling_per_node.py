@@ -277,8 +277,8 @@ def test_hosts_admitting_and_releasing_at_once_lose_no_row_and_admit_each_node_o
 def test_hosts_sharing_a_group_commit_have_each_change_applied_once_and_written_together(
     api: Api, tmp_path: Path
 ) -> None:
-    """The action's hosts share one group commit per record (group_commit, tested on its own): every node is
-    admitted once and done, and no change is written on its own when others were asked for at the same time."""
+    """The action's hosts share one group commit per record (group_commit, tested on its own, grouping included):
+    every node is admitted once and done, each change applied once by one holder, none left in the queue."""
     deferred(api, *NODES_OF_RUN)
     api.auto_ready = True
     group = group_commit.Group(str(tmp_path), f"{CFG}/{RECORD}")
@@ -338,6 +338,22 @@ def test_a_group_of_changes_is_one_write_and_a_change_the_record_refuses_fails_a
     assert api.record()["n1"]["state"] == core.PENDING
 
 
+def test_a_release_whose_holder_died_before_answering_still_ends_its_batch(api: Api) -> None:
+    """The holder wrote the node's release and died before its answers: the node's own worker applies the change
+    again, finds it on record and still reports the batch it ended (for the batch-end notification)."""
+    deferred(api, "n0", "n1")
+    api.auto_ready = True
+    assert rolling(api).admit("n0")["admitted"] is True
+    now = api.clock()
+    rolling(api).apply_changes([{"kind": "outcome", "node": "n0", "failure": None, "timing": None, "now": now}])
+    done = {"kind": "done", "node": "n0", "now": now + 1}
+    holder = rolling(api).engine
+    holder.apply_changes([{**done, "leave": True}])  # written; its answer never reached the worker
+    worker = rolling(api).engine
+    run, _value = worker._leave(done)
+    assert worker.wrote is False and worker._ended == run.nodes["n0"].wave == 1
+
+
 def test_a_stop_waits_for_the_group_commit_briefly_and_the_other_changes_their_turn(api: Api) -> None:
     """Hundreds of hosts may queue for the record; a stop does not queue behind the admissions it is to hold back:
     it waits for the group briefly (then writes alone), the other changes with the group's own wait."""
@@ -357,7 +373,7 @@ def test_a_stop_waits_for_the_group_commit_briefly_and_the_other_changes_their_t
     other = rolling(api)
     other.commit = commit
     assert other.stop("a fatal notification")["stopped"]["reason"] == engine.STOP_ASKED
-    assert waits == [engine.STOP_LOCK_WAIT]
+    assert waits == [engine.STOP_WAIT]
 
 
 def test_a_deferred_start_gives_back_a_request_an_admit_left_in_its_wait(api: Api) -> None:

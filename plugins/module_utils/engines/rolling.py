@@ -80,15 +80,14 @@ STEP_OF_WAIT = {
 UPDATE_ATTEMPTS = 30
 UPDATE_BACKOFF = 1.0  # the longest pause (seconds, at random up to it) before an update is tried again
 NAMES_SHOWN = 5  # nodes a progress message names
-T = TypeVar("T")
 R = TypeVar("R", bound=StepResult)
 NODE_GONE = "its Node object is gone (deleted during the run, before its admission); it was not maintained"
 DRIVER_SUFFIX = "-driver"  # the end of a driver's Lease identity (see Rolling.drive)
 LEASE_LOOK = 5.0  # seconds a node's step trusts that a driver holds the Lease before it looks again
 RUN_ID_ANNOTATION = "maintenance.nodeops.io/run-id"
 STOPPED_ANNOTATION = "maintenance.nodeops.io/stopped"
-# How long a write of a stop waits for the record's local lock before it writes without it.
-STOP_LOCK_WAIT = 10.0
+# How long a stop waits for its turn in the group commit of the record before it is written alone.
+STOP_WAIT = 10.0
 # The longest a node's step tries one call again while the API server does not answer (see Rolling._riding_out).
 RIDE_OUT = 300.0
 NODE_LOOK = 5.0  # seconds between two checks by admit that the Node of a request still waiting is there
@@ -257,12 +256,12 @@ class Rolling:
         (:attr:`commit`), together with the changes the other hosts of the run on this controller asked for, in
         one write by whichever of them writes next; else alone. Returns the record as written and what the change
         returned; :attr:`wrote` says whether the change changed the record. A stop (``urgent``) does not wait
-        long behind the others: after STOP_LOCK_WAIT seconds it is applied alone (the write is conditional
+        long behind the others: after STOP_WAIT seconds it is applied alone (the write is conditional
         either way)."""
         self.wrote = False
         answer = None
         if self.commit is not None and not self.plan:
-            answer = self.commit(change, self._apply_group, STOP_LOCK_WAIT if urgent else None)
+            answer = self.commit(change, self._apply_group, STOP_WAIT if urgent else None)
         if answer is None:
             run, (result,) = self.apply_changes([change])
         else:
@@ -294,6 +293,9 @@ class Rolling:
                     value, changed = record_changes.apply(run, change)
                 except core.RollingError as exc:
                     results.append({"error": f"Run {self.options.run_id!r}: {exc}."})
+                except (KeyError, TypeError, ValueError) as exc:  # a malformed change fails alone
+                    kind = change.get("kind")
+                    results.append({"error": f"Run {self.options.run_id!r}: change {kind!r} is malformed ({exc!r})."})
                 else:
                     results.append({"value": value, "wrote": changed})
             if not any(r.get("wrote") for r in results):
@@ -853,8 +855,8 @@ class Rolling:
         """:meth:`update` with ``change`` of one node; when that write takes the node out of ``maintaining`` and
         leaves no node of its admission batch maintaining, this call ended the batch (:attr:`_ended`; exactly one
         call does, the writes being conditional)."""
-        run, (value, ended) = self.update({**change, "leave": True})
-        if self.wrote and ended is not None:
+        run, (value, ended, own) = self.update({**change, "leave": True})
+        if (self.wrote or own) and ended is not None:
             self._ended = ended
         return run, value
 

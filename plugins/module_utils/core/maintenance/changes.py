@@ -15,8 +15,10 @@ Pure: no I/O and no clock.
 ``released``  node, now -> None (a failed or interrupted node released)
 ``done``      node, now -> None (a maintained node back and released)
 
-With ``"leave": true`` the value is ``[value, batch]``: the admission batch that this change ended (it took
-``node`` out of ``maintaining`` and no node of its batch is maintaining any more), else None.
+With ``"leave": true`` the value is ``[value, batch, own]``: the admission batch that this change ended (it took
+``node`` out of ``maintaining`` and no node of its batch is maintaining any more), else None; and whether the
+change was on record already, applied again (its first write went through though its answer was lost, or the
+process that wrote it for the step died before it said so): its value and batch are those of its first time.
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ def apply(run: core.RunRecord, change: Mapping[str, Any]) -> tuple[Any, bool]:
     if kind not in KINDS:
         raise core.RollingError(f"unknown change of the record {kind!r}")
     nodes = [n for n in _nodes(change) if n in run.nodes]
-    before = [copy.copy(run.nodes[n]) for n in nodes], copy.deepcopy(run.stopped)
+    rows, stopped = [core.stored_row(run.nodes[n]) for n in nodes], copy.deepcopy(run.stopped)
     value = _apply(run, kind, change)
-    return value, [run.nodes[n] for n in nodes] != before[0] or run.stopped != before[1]
+    return value, [core.stored_row(run.nodes[n]) for n in nodes] != rows or run.stopped != stopped
 
 
 def _nodes(change: Mapping[str, Any]) -> list[str]:
@@ -61,6 +63,8 @@ def _apply(run: core.RunRecord, kind: str, change: Mapping[str, Any]) -> Any:
         return core.record_stop(run, change["stop"], change["now"])
     if node not in run.nodes:
         raise core.RollingError(f"{node} is not a node of the run; a start step adds the targets first")
+    if change.get("leave") and _left_already(run.nodes[node], kind, change):
+        return [True if kind == "outcome" else None, _last_out(run, node), True]
     was = run.nodes[node].state
     value: Any = None
     if kind == "failed":
@@ -75,7 +79,34 @@ def _apply(run: core.RunRecord, kind: str, change: Mapping[str, Any]) -> Any:
         return value
     record = run.nodes[node]
     out = was == core.MAINTAINING and record.state != core.MAINTAINING
-    return [value, record.wave if out and core.batch_ended(run, record.wave) else None]
+    return [value, record.wave if out and core.batch_ended(run, record.wave) else None, False]
+
+
+def _left_already(record: core.NodeRecord, kind: str, change: Mapping[str, Any]) -> bool:
+    """Whether this change of a node's release is on record already: the node out of ``maintaining`` with this
+    change's time (or message) in its row."""
+    now = change.get("now")
+    if kind == "done":
+        return record.state == core.DONE and _same_ms(record.back, now)
+    if kind == "outcome":
+        return record.state != core.MAINTAINING and _same_ms(record.finished, now)
+    return (
+        record.state == core.FAILED
+        and record.message
+        == core.stored_row(core.NodeRecord(record.node, message=str(change.get("message") or "")))[-1]
+    )
+
+
+def _last_out(run: core.RunRecord, node: str) -> int | None:
+    """The batch of ``node`` when it has ended and no node of it left after ``node`` (by the times on record)."""
+    record = run.nodes[node]
+    if not core.batch_ended(run, record.wave):
+        return None
+
+    def out(r: core.NodeRecord) -> float:
+        return max(t for t in (r.back, r.finished, 0.0) if t is not None)
+
+    return record.wave if all(out(r) <= out(record) for r in run.nodes.values() if r.wave == record.wave) else None
 
 
 def _admit(run: core.RunRecord, change: Mapping[str, Any]) -> list[Any]:
@@ -102,6 +133,6 @@ def _outcome(run: core.RunRecord, node: str, change: Mapping[str, Any]) -> bool:
     return core.node_outcome(run, node, change.get("failure"), now, span)
 
 
-def _same_ms(stored: float | None, written: float) -> bool:
+def _same_ms(stored: float | None, written: float | None) -> bool:
     """Whether a time read back from the record is ``written`` (the record keeps milliseconds)."""
-    return stored is not None and abs(stored - written) < 0.001
+    return stored is not None and written is not None and abs(stored - written) < 0.001

@@ -131,6 +131,12 @@ def move(record: NodeRecord, state: str) -> None:
     record.state = state
 
 
+def stored_row(record: NodeRecord) -> tuple[Any, ...]:
+    """A node's record as the record stores it (times in milliseconds, the message cut)."""
+    times = (_millis(getattr(record, key)) for key in _TIME_FIELDS)
+    return (record.node, record.state, record.wave, *times, _short(record.message))
+
+
 def _millis(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
