@@ -21,6 +21,9 @@ shape runs ``ansible-playbook`` on the same inventory of ``--nodes`` local hosts
   given back is taken at once).
 * ``pinned-module``: the same, with the steps as modules (a Python process each, as a module of the collection
   run on the controller with ``delegate_to: localhost`` is).
+* ``pinned-serial``: ``pinned-action`` with ``serial: --batch`` (default four times ``--slots``; not run by
+  default): Ansible runs the play over the hosts a batch at a time, so it walks and computes the variables of a
+  batch's hosts only, and the slots stand idle at each batch's end while its last hosts finish.
 * ``free-action``: the same play with ``strategy: free`` (not run by default). It stands still as soon as there
   are more hosts than forks: ``free`` hands a freed worker to the next host in turn, a host that has not started
   yet, which then waits for a slot; once every worker holds a waiting host, the hosts that hold the slots never
@@ -118,6 +121,7 @@ FREE = """---
   hosts: nodes
   gather_facts: false
   strategy: ansible.builtin.{strategy}
+  serial: {serial}
   tasks:
     - name: Take a slot
       {step}: {{op: take, dir: "{dir}", slots: {slots}, node: "{{{{ inventory_hostname }}}}"}}
@@ -185,12 +189,16 @@ def write_files(work: Path, args: argparse.Namespace) -> dict[str, Path]:
         f"[nodes]\n{hosts}\n[nodes:vars]\nansible_connection=local\nansible_python_interpreter={sys.executable}\n"
     )
     common = {"dir": "{dir}", "slots": args.slots, "seconds": args.maintenance}
+    one = {**common, "serial": 0}  # 0: every host in one batch
     playbooks = {
-        "pinned-action": FREE.format(step="bench_slot_action", delegate="", strategy="host_pinned", **common),
+        "pinned-action": FREE.format(step="bench_slot_action", delegate="", strategy="host_pinned", **one),
         "pinned-module": FREE.format(
-            step="bench_slot_module", delegate="delegate_to: localhost", strategy="host_pinned", **common
+            step="bench_slot_module", delegate="delegate_to: localhost", strategy="host_pinned", **one
         ),
-        "free-action": FREE.format(step="bench_slot_action", delegate="", strategy="free", **common),
+        "free-action": FREE.format(step="bench_slot_action", delegate="", strategy="free", **one),
+        "pinned-serial": FREE.format(
+            step="bench_slot_action", delegate="", strategy="host_pinned", **common, serial=args.batch
+        ),
         "waves": WAVES_HEAD.format(slots=args.slots, python=sys.executable) + WAVE.format(**common) * COPIES,
     }
     out = {}
@@ -257,7 +265,9 @@ def main() -> int:
     parser.add_argument("--forks", type=int, default=0, help="default: 2 * slots + 1")
     parser.add_argument("--shapes", nargs="+", default=["waves", "pinned-action", "pinned-module"])
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a shape may take")
+    parser.add_argument("--batch", type=int, default=0, help="pinned-serial's serial batch (default: 4 * slots)")
     args = parser.parse_args()
+    args.batch = args.batch or 4 * args.slots
     forks = args.forks or 2 * args.slots + 1
     ideal = math.ceil(args.nodes / args.slots) * args.maintenance
     print(f"{args.nodes} nodes, {args.slots} slots, {args.maintenance:g}s maintenance, -f {forks}: ideal {ideal:.0f}s")
