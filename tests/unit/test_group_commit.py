@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -50,6 +51,11 @@ def holding(group: group_commit.Group) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def clock(sleep: Any) -> Any:
+    """The time module as group_commit sees it, with ``sleep`` in place of its own."""
+    return SimpleNamespace(monotonic=time.monotonic, time_ns=time.time_ns, time=time.time, sleep=sleep)
 
 
 def queued(group: group_commit.Group, suffix: str) -> list[str]:
@@ -132,17 +138,11 @@ def test_a_change_a_holder_claimed_is_not_withdrawn_its_worker_waits_for_the_ans
     answers: list[Any] = []
     looked = threading.Event()  # the worker is past its first look (its wait over: it tried to withdraw)
 
-    class Clock:
-        monotonic = staticmethod(time.monotonic)
-        time_ns = staticmethod(time.time_ns)
-        time = staticmethod(time.time)
+    def sleep(seconds: float) -> None:
+        looked.set()
+        time.sleep(seconds)
 
-        @staticmethod
-        def sleep(seconds: float) -> None:
-            looked.set()
-            time.sleep(seconds)
-
-    monkeypatch.setattr(group_commit, "time", Clock)
+    monkeypatch.setattr(group_commit, "time", clock(sleep))
     with holding(group):
         own = group._ask({"n": 1})
         os.rename(own + ".op", own + ".taken")  # claimed by the holder, which is still at work
@@ -203,18 +203,12 @@ def test_a_worker_interrupted_while_it_waits_withdraws_its_change(
     class Interrupted(BaseException):
         pass
 
-    class Clock:
-        monotonic = staticmethod(time.monotonic)
-        time_ns = staticmethod(time.time_ns)
-        time = staticmethod(time.time)
-
-        @staticmethod
-        def sleep(seconds: float) -> None:
-            raise Interrupted
+    def sleep(seconds: float) -> None:
+        raise Interrupted
 
     ledger = Ledger()
     with holding(group):
-        monkeypatch.setattr(group_commit, "time", Clock)
+        monkeypatch.setattr(group_commit, "time", clock(sleep))
         with pytest.raises(Interrupted):
             group.commit({"n": 1}, ledger.apply)
         monkeypatch.undo()
