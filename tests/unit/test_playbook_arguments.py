@@ -35,6 +35,8 @@ PLAYBOOK_FILES: dict[str, list[str]] = {
         "tasks/rolling_notify.yml",
         "tasks/rolling_gate.yml",
         "tasks/rolling_gate_check.yml",
+        "tasks/rolling_push.yml",
+        "tasks/rolling_nothing.yml",
         "maintenance/ssh_reboot.yml",
         "maintenance/simulated_reboot.yml",
         "maintenance/reboot_needed.yml",
