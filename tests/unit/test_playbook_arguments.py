@@ -550,3 +550,46 @@ def test_a_misspelt_required_variable_is_named_before_it_is_reported_missing(tmp
         "remediate_nhc_nme is not a variable of this playbook; did you mean remediate_nhc_name?"
     ]
     assert "missing required arguments: remediate_nhc_name" in output
+
+
+def node_play_tasks(tmp_path: Path, variables: dict[str, Any]) -> list[str]:
+    """The tasks of the rolling playbook's node play, as ``ansible-playbook --list-tasks`` reads them."""
+    env = clean_env({"ANSIBLE_STDOUT_CALLBACK": "default"})
+    cmd = [str(BIN / "ansible-playbook"), "nodeops.maintenance.rolling_maintenance", "--list-tasks"]
+    proc = subprocess.run(
+        [*cmd, "-e", json.dumps(variables)], capture_output=True, text=True, env=env, timeout=300, check=True
+    )
+    play = proc.stdout.split("Maintain each node")[1].split("play #")[0]
+    return [line.split("\t")[0].strip() for line in play.splitlines()[1:] if "\tTAGS:" in line]
+
+
+def test_each_node_runs_only_the_steps_that_are_configured(tmp_path: Path) -> None:
+    """Ansible forks a worker for each task of each host, a skipped one too: a step that is not configured (gate,
+    notifications, figures pushed) is no task of the node play, and the maintenance is its own tasks."""
+    bare = {**ROLLING, "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml"}
+    maintenance = [
+        "Read the boot ID of {{ nodeops_node_name }}",
+        "Reboot {{ nodeops_node_name }} (simulated)",
+        "Wait until {{ nodeops_node_name }} is back from its reboot",
+    ]
+    admit = "Wait until the scheduler has made the node ready (cordoned and drained)"
+    release = "Release the node once it is Ready"
+    assert node_play_tasks(tmp_path, bare) == [admit, *maintenance, release]
+
+    notify = "Notify {{ nodeops_event.event }}"
+    everything = {
+        **bare,
+        "rolling_gate_tasks": "gate.yml",
+        "rolling_notify_url": "https://hooks.example.com/x",
+        "rolling_metrics_textfile": "/var/lib/node_exporter/rolling.prom",
+    }
+    assert node_play_tasks(tmp_path, everything) == [
+        "Note when the gate gives up",
+        "Check the gate",
+        admit,
+        notify,
+        *maintenance,
+        release,
+        notify,
+        "Push the run's figures",
+    ]
