@@ -552,7 +552,7 @@ def test_a_misspelt_required_variable_is_named_before_it_is_reported_missing(tmp
     assert "missing required arguments: remediate_nhc_name" in output
 
 
-def node_play_tasks(tmp_path: Path, variables: dict[str, Any]) -> list[str]:
+def node_play_tasks(variables: dict[str, Any]) -> list[str]:
     """The tasks of the rolling playbook's node play, as ``ansible-playbook --list-tasks`` reads them."""
     env = clean_env({"ANSIBLE_STDOUT_CALLBACK": "default"})
     cmd = [str(BIN / "ansible-playbook"), "nodeops.maintenance.rolling_maintenance", "--list-tasks"]
@@ -563,7 +563,7 @@ def node_play_tasks(tmp_path: Path, variables: dict[str, Any]) -> list[str]:
     return [line.split("\t")[0].strip() for line in play.splitlines()[1:] if "\tTAGS:" in line]
 
 
-def test_each_node_runs_only_the_steps_that_are_configured(tmp_path: Path) -> None:
+def test_each_node_runs_only_the_steps_that_are_configured() -> None:
     """Ansible forks a worker for each task of each host, a skipped one too: a step that is not configured (gate,
     notifications, figures pushed) is no task of the node play, and the maintenance is its own tasks."""
     bare = {**ROLLING, "rolling_maintenance_tasks": "maintenance/simulated_reboot.yml"}
@@ -574,7 +574,7 @@ def test_each_node_runs_only_the_steps_that_are_configured(tmp_path: Path) -> No
     ]
     admit = "Wait until the scheduler has made the node ready (cordoned and drained)"
     release = "Release the node once it is Ready"
-    assert node_play_tasks(tmp_path, bare) == [admit, *maintenance, release]
+    assert node_play_tasks(bare) == [admit, *maintenance, release]
 
     notify = "Notify {{ nodeops_event.event }}"
     everything = {
@@ -583,7 +583,7 @@ def test_each_node_runs_only_the_steps_that_are_configured(tmp_path: Path) -> No
         "rolling_notify_url": "https://hooks.example.com/x",
         "rolling_metrics_textfile": "/var/lib/node_exporter/rolling.prom",
     }
-    assert node_play_tasks(tmp_path, everything) == [
+    assert node_play_tasks(everything) == [
         "Note when the gate gives up",
         "Check the gate",
         admit,
@@ -593,3 +593,23 @@ def test_each_node_runs_only_the_steps_that_are_configured(tmp_path: Path) -> No
         notify,
         "Push the run's figures",
     ]
+
+
+def test_no_step_of_a_node_is_a_dynamic_include() -> None:
+    """--list-tasks does not show a block's rescue: the node play and the files it imports hold no include_tasks
+    (a skipped one still costs each host a worker), only the gate's own retry loop does, and it runs only with
+    gate tasks."""
+
+    def actions(tasks: list[dict[str, Any]]) -> Iterator[str]:
+        for task in tasks or []:
+            for section in ("block", "rescue", "always"):
+                yield from actions(task.get(section))
+            yield from (key for key in task if key.startswith("ansible.builtin.include"))
+
+    node_play = load(PLAYBOOKS / "rolling_maintenance.yml")[1]
+    assert node_play["name"].startswith("Maintain each node")
+    files = ["rolling_maintain.yml", "rolling_notify.yml", "rolling_push.yml", "rolling_nothing.yml"]
+    found = list(actions(node_play["tasks"]))
+    for name in files:
+        found += actions(load(PLAYBOOKS / "tasks" / name))
+    assert found == ["ansible.builtin.include_role"]  # the role of rolling_maintenance_role, named at run time
