@@ -225,6 +225,10 @@ def run(module: Any) -> None:
             # one group per record of one API server (two clusters may have runs of the same ID)
             server = getattr(module.client, "host", "")
             rolling.commit = partial(commit, f"{server} {options.record_namespace}/{rolling.name}")
+        bell = getattr(module, "bell", None)  # the action's: between the run's driver and its nodes' steps
+        if bell is not None and not module.check_mode:
+            # one bell per requests' namespace of one API server (what the driver's passes serve)
+            rolling.bell = bell(f"{getattr(module.client, 'host', '')} {options.namespace}")
         resume = p["resume"]
         if resume is not None and STEP_OF_WAIT[resume["phase"]] != step:
             module.fail_json(

@@ -59,8 +59,12 @@ description:
     from pass to pass, until no node of the run is V(pending) or V(maintaining), or until the C(ansible-playbook)
     process that started it is gone (or the run stopped and no node of it is V(maintaining)). While it runs,
     O(step=admit) and O(step=release) run no pass of their own; each only reads its own node's request and Node (and
-    the run's record every few seconds), so
-    that hundreds of hosts waiting at once cost little. The driver is not needed for safety or progress; without it
+    the run's record every few seconds), so that hundreds of hosts waiting at once cost little. When the steps run in
+    the module's action, the driver rings a bell on the controller for each node whose request one of its passes
+    changed, and a step waiting for its request reads it when its node's bell rings (and at least every 5 s), not
+    every O(poll_interval); what it decides, it decides on what it reads. The driver sends the Events of its passes
+    from threads of their own, so a node is made ready without waiting for them. The driver is not needed for
+    safety or progress; without it
     (not started, or killed and its Lease runs out within its 60 s) the nodes' steps run the passes themselves.
     Another run's driver, or any other reconcile pass holding the Lease, serves this run's requests too. With
     O(engine=operator) it does nothing. Start it after O(step=start).
@@ -210,7 +214,10 @@ options:
     type: float
     default: 0
   poll_interval:
-    description: Seconds between two looks at the cluster when nothing moved.
+    description:
+      - Seconds between two looks at the cluster when nothing moved.
+      - A node's step that waits for its request while the run's driver rings (see O(step=drive)) looks when its
+        node's bell rings instead, and at least every 5 s.
     type: float
     default: 0.5
   workers:

@@ -29,7 +29,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.module imp
     auth_argument_spec,
     kubeconfig_secrets,
 )
-from ansible_collections.nodeops.maintenance.plugins.plugin_utils import group_commit
+from ansible_collections.nodeops.maintenance.plugins.plugin_utils import doorbell, group_commit
 
 HAS_KUBERNETES = find_spec("kubernetes") is not None
 
@@ -100,6 +100,11 @@ class ControllerModule:
         most (default group_commit.WAIT) before it applies its change alone (None is returned then)."""
         group = group_commit.Group(C.DEFAULT_LOCAL_TMP, key)
         return group.commit(change, apply, group_commit.WAIT if wait is None else wait)
+
+    def bell(self, key: str) -> doorbell.Bell:
+        """The doorbell that every worker of this ``ansible-playbook`` (and a driver forked from one) shares for
+        ``key``, in its temporary directory (see doorbell)."""
+        return doorbell.Bell(C.DEFAULT_LOCAL_TMP, key)
 
     def set_pool_size(self, size: int) -> None:
         self._pool_size = size

@@ -925,3 +925,32 @@ def test_the_wait_between_passes_ends_at_the_hand_back() -> None:
     # the wait ends at 9 s, and a last pass sees the state the line describes
     assert settle(passes, timeout=300, hand_back_after=9, interval=5.0) == (3, HANDED_BACK)
     assert passes.waits == [5.0, 2.0] and passes.now == 10.0
+
+
+def test_a_holder_s_steps_do_not_wait_for_their_events_and_all_are_sent_in_order_within_the_hold(
+    api: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.add(NODE_MAINTENANCES, nm("a", "n0"))
+    api.add(NODE_MAINTENANCES, nm("b", "n1"))
+    limits = {"maxParallelOperations": 2}
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": limits})
+    sent = threading.Event()
+    send = api.create_event
+
+    def held_back(*args: Any, **kwargs: Any) -> dict:
+        assert sent.wait(60)
+        return send(*args, **kwargs)
+
+    monkeypatch.setattr(api, "create_event", held_back)
+    holder = reconciler(api)
+    with holder.holding() as held:
+        assert held
+        holder.run_pass()
+        # both moved to Ready while none of their events could be sent
+        assert phase(api, "a") == "Ready" and phase(api, "b") == "Ready" and api.events == []
+        sent.set()
+    # the hold ended once every event was sent, each request's in the order of its steps
+    chain = ["Pending", "Scheduled", "Cordon", "WaitForPodCompletion", "Draining", "Ready"]
+    assert [e[2] for e in api.events if e[0] == "a"] == chain and [e[2] for e in api.events if e[0] == "b"] == chain
+    lease = api.obj(LEASES, ReconcileOptions().lease_name)
+    assert lease is None or not (lease.get("spec") or {}).get("holderIdentity")

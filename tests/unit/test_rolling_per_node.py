@@ -3,6 +3,7 @@ API, with many hosts of one run at the same time (threads) updating one record."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -19,7 +20,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.mainte
     ReconcileOptions,
     Reconciler,
 )
-from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import RequestError
+from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.requests import BELL_LOOK, RequestError
 from ansible_collections.nodeops.maintenance.plugins.module_utils.engines.rolling import (
     FAILED_REASON,
     NODE_GONE,
@@ -808,3 +809,95 @@ def test_a_node_s_step_does_not_wait_for_the_lease_and_leaves_the_run_s_options_
     assert shared.lease_wait == 30.0  # the caller's options, unchanged
     assert step.reconciler is not None and step.reconciler.options.lease_wait == 0.0
     assert reconcile.lease_wait == 0
+
+
+# ================================================================================= the doorbell
+class DriverBell:
+    """A bell (requests.Bell) whose driver is the test: each wait of a step runs one pass of the driver's
+    reconciler, in a thread of its own named "driver", which rings for the requests it moved; ``ringing=False``
+    loses every ring."""
+
+    def __init__(self, driver: Reconciler, ringing: bool = True) -> None:
+        self.driver = driver
+        self.rings: dict[str, int] = {}
+        self.waits: list[tuple[tuple[str, ...], tuple[int, ...], float, tuple[int, ...]]] = []
+        if ringing:
+            driver.on_moved = self.ring
+
+    def ring(self, node: str) -> None:
+        self.rings[node] = self.rings.get(node, 0) + 1
+
+    def beating(self) -> Any:
+        return contextlib.nullcontext()
+
+    def live(self) -> bool:
+        return True
+
+    def state(self, nodes: Any) -> tuple[int, ...]:
+        return tuple(self.rings.get(n, 0) for n in nodes)
+
+    def wait(self, nodes: Any, state: tuple[int, ...], seconds: float) -> bool:
+        now = self.state(nodes)  # what the step's look saw, when nothing rang in between
+        driver = threading.Thread(target=self.driver.run_pass, name="driver")
+        driver.start()
+        driver.join(60)
+        self.waits.append((tuple(nodes), state, seconds, now))
+        return self.state(nodes) != state
+
+
+def test_with_a_live_bell_a_waiting_step_runs_no_pass_and_looks_when_it_rings(api: Api) -> None:
+    reconcile = driven(api, "n0")
+    bell = DriverBell(Reconciler(api, reconcile))  # type: ignore[arg-type]
+    reads = record_reads(api, by_thread=True)
+    step = rolling(api, engine="builtin", reconcile=reconcile)
+    step.engine.bell = bell
+    admitted = step.admit("n0")
+    assert admitted["admitted"] is True
+    mine = reads[threading.current_thread().name]
+    # no pass of its own (a pass reads the Lease and the config) while the driver's heartbeat is live
+    assert ("get", LEASES.plural) not in mine and ("get", MAINTENANCE_CONFIGS.plural) not in mine
+    assert ("list", NODES.plural) in reads["driver"]
+    # each wait is given the bell as it was before the look it follows (a ring during the look is not lost), and
+    # lasts BELL_LOOK at most; one look of its request per wait, and the pass that made it ready rang for it
+    assert bell.waits and all(w[1] == w[3] and 0 < w[2] <= BELL_LOOK for w in bell.waits)
+    # (the looks before its request is made, and right after, are of their own)
+    assert mine.count(("get", NODE_MAINTENANCES.plural)) <= len(bell.waits) + 3
+    assert bell.rings["n0"] >= 1
+
+
+def test_a_bell_that_never_rings_costs_a_look_every_bell_look_not_the_admission(api: Api) -> None:
+    reconcile = driven(api, "n0")
+    bell = DriverBell(Reconciler(api, reconcile), ringing=False)  # type: ignore[arg-type]
+    step = rolling(api, engine="builtin", reconcile=reconcile)
+    step.engine.bell = bell
+    assert step.admit("n0")["admitted"] is True
+    assert bell.rings == {} and bell.waits
+    release = rolling(api, engine="builtin", reconcile=reconcile)
+    release.engine.bell = bell
+    assert release.release("n0", None)["state"] == core.DONE  # its give-back waited on the bell as well
+    assert api.request("n0") is None and any(w[0] == ("n0",) for w in bell.waits[1:])
+
+
+def test_a_pass_rings_for_the_requests_it_changed_and_not_for_those_it_left_as_they_were(api: Api) -> None:
+    reconcile = driven(api, "n0", "n1", "n2")
+    api.objects[(MAINTENANCE_CONFIGS.plural, NS, "default")]["spec"]["maxParallelOperations"] = 1
+    step = rolling(api, engine="builtin", reconcile=reconcile)
+    step.engine.requests.present(["n0", "n1", "n2"], checked=True)
+    driver = Reconciler(api, reconcile)  # type: ignore[arg-type]
+    rung: list[str] = []
+    driver.on_moved = rung.append
+    driver.run_pass()  # each new request gets its status (one of them Ready)
+    assert sorted(rung) == ["n0", "n1", "n2"]
+    ready = [n for n in ("n0", "n1", "n2") if lc.NodeMaintenanceView.from_dict(api.request(n)).phase == "Ready"]
+    assert len(ready) == 1
+    rung.clear()
+    driver.run_pass()
+    assert rung == []  # nothing changed: nothing rings
+    step.engine.requests.absent(ready)  # its host gives it back
+    driver.run_pass()
+    assert rung == ready  # released: gone
+    rung.clear()
+    driver.run_pass()
+    # the one scheduled in the slot it freed; the third still waits its turn, unchanged, and rings nothing
+    assert len(rung) == 1 and rung[0] not in ready
+    assert lc.NodeMaintenanceView.from_dict(api.request(rung[0])).phase == "Ready"

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import queue
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -56,6 +58,7 @@ from ..core.maintenance.scheduler import (
     schedule,
 )
 from ..core.node.errors import NodeopsError
+from ..core.node.rfc3339 import format_time
 from ..k8s.client import MAINTENANCE_CONFIGS, NODE_MAINTENANCES, NODES, PODS, Client
 from ..k8s.errors import Conflict, K8sError, NotFound, TooManyRequests, Unreachable
 from ..k8s.lease import GuardedClient, Lease, LeaseLost
@@ -64,6 +67,7 @@ from .drain import DrainOptions, DrainPass
 DEFAULT_CONFIG = "default"
 MAX_STEPS = 16  # steps of one request in one pass (there are 7 states; conflicts add a few)
 MAX_CONFLICTS = 5
+EVENT_SENDERS = 4  # threads that send a holder's events (see Reconciler._events_sent_aside)
 COMPONENT = "nodeops-maintenance"
 
 
@@ -144,6 +148,10 @@ class PassReport:
         }
 
 
+def _version(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
 def key_of(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
@@ -202,9 +210,14 @@ class Reconciler:
         self._warned: set[str] = set()
         self._released_present: list[dict[str, Any]] = []  # released by this pass but still there (see _apply)
         self._holding = False  # within holding(): passes keep the Lease instead of taking it each
+        # within holding(): the queues of the threads that send the events of the passes (see _events_sent_aside)
+        self._event_queues: list[queue.SimpleQueue[tuple[dict[str, Any], lc.Event, str] | None]] | None = None
         # False: passes move the requests already in progress (and release) but schedule no new one, e.g. while
         # a rolling run is outside its maintenance window or a gate blocks its next wave
         self.schedule_new = True
+        # called with the node of each request a pass changed (moved, or released and gone), as soon as its own
+        # writes are done: a rolling run's driver rings the steps waiting for that node (see requests.Bell)
+        self.on_moved: Callable[[str], None] | None = None
 
     # -- reading -------------------------------------------------------------------------------
     def read_config(self) -> tuple[SchedulerConfig, float]:
@@ -241,7 +254,7 @@ class Reconciler:
             yield False
             return
         try:
-            with self.lease.kept(self._warn):
+            with self.lease.kept(self._warn), self._events_sent_aside():
                 self._holding = True
                 try:
                     yield True
@@ -249,6 +262,34 @@ class Reconciler:
                     self._holding = False
         finally:
             self.lease.release(retry_for=self.options.lease_duration)
+
+    @contextlib.contextmanager
+    def _events_sent_aside(self) -> Iterator[None]:
+        """Within the block (a holder's passes), the events of each request's steps are sent by EVENT_SENDERS
+        threads of their own, the events of one request in their order, instead of by the step: a request's
+        steps then wait only for the writes that move it (its status, the node), which matters when many are
+        moved at once on a busy API server. Every event is sent before the block ends, while the Lease is
+        held."""
+        queues: list[queue.SimpleQueue[tuple[dict[str, Any], lc.Event, str] | None]] = [
+            queue.SimpleQueue() for _ in range(EVENT_SENDERS)
+        ]
+
+        def send(mine: queue.SimpleQueue[tuple[dict[str, Any], lc.Event, str] | None]) -> None:
+            while (item := mine.get()) is not None:
+                self._send_event(*item)
+
+        senders = [threading.Thread(target=send, args=(q,), name=f"nodeops-events-{i}") for i, q in enumerate(queues)]
+        for sender in senders:
+            sender.start()
+        self._event_queues = queues
+        try:
+            yield
+        finally:
+            self._event_queues = None
+            for q in queues:
+                q.put(None)
+            for sender in senders:
+                sender.join()
 
     def run_pass(self, check_mode: bool = False) -> PassReport:
         report = self._report = PassReport()
@@ -339,11 +380,14 @@ class Reconciler:
 
         def work(obj: dict[str, Any]) -> dict[str, Any] | None:
             try:
-                return self._advance(obj, nodes, key_of(obj) in chosen, max_seconds, decisions)
+                moved = self._advance(obj, nodes, key_of(obj) in chosen, max_seconds, decisions)
             except K8sError as exc:
                 with self._lock:
                     report.errors.append({"name": key_of(obj), "error": exc.msg, "reason": exc.reason})
                 return obj
+            if self.on_moved is not None and (moved is None or _version(moved) != _version(obj)):
+                self.on_moved(obj["spec"]["nodeName"])
+            return moved
 
         # A request waiting its turn (Pending, not chosen) is only looked at, with no API call. In a large fleet most
         # are, so they are looked at here while the workers move the others, instead of each costing a task in the
@@ -654,18 +698,25 @@ class Reconciler:
         return obj, node
 
     def _record_events(self, obj: dict[str, Any], events: list[lc.Event]) -> None:
+        queues = self._event_queues
         for event in events:
-            try:
-                self.client.create_event(obj, event.reason, event.message, event.type, component=COMPONENT)
-                self._count_write()
-            except K8sError as exc:  # an event is information; the step is done
-                with self._lock:
-                    self._report.warnings.append(f"Could not record event {event.reason} on {key_of(obj)}: {exc.msg}")
-                continue
+            if queues is None:
+                self._send_event(obj, event)
+            else:  # the same sender for every event of one request: they are sent in their order, with their time
+                queues[zlib.crc32(key_of(obj).encode()) % len(queues)].put((obj, event, format_time(self.clock())))
+
+    def _send_event(self, obj: dict[str, Any], event: lc.Event, now: str | None = None) -> None:
+        try:
+            self.client.create_event(obj, event.reason, event.message, event.type, component=COMPONENT, now=now)
+            self._count_write()
+        except K8sError as exc:  # an event is information; the step is done
             with self._lock:
-                self._report.events.append(
-                    {"name": key_of(obj), "reason": event.reason, "message": event.message, "type": event.type}
-                )
+                self._report.warnings.append(f"Could not record event {event.reason} on {key_of(obj)}: {exc.msg}")
+            return
+        with self._lock:
+            self._report.events.append(
+                {"name": key_of(obj), "reason": event.reason, "message": event.message, "type": event.type}
+            )
 
 
 def _waits_its_turn(obj: Mapping[str, Any], chosen: set[str]) -> bool:

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -139,6 +140,24 @@ class Passes(Protocol):
     def run_pass(self) -> PassReport | None: ...
 
 
+class Bell(Protocol):
+    """Says when a wait should look at its requests again (plugin_utils/doorbell.py): rung for a node by the
+    process that runs the passes when one changed that node's request, with a heartbeat while it holds the Lease.
+    Only when to look: what a wait decides, it decides on what it reads."""
+
+    def ring(self, node: str) -> None: ...
+
+    def beating(self) -> AbstractContextManager[None]: ...
+
+    def live(self) -> bool: ...
+
+    def state(self, nodes: Sequence[str]) -> tuple[int, ...]: ...
+
+    def wait(self, nodes: Sequence[str], state: tuple[int, ...], seconds: float) -> bool: ...
+
+
+# seconds a wait on a live bell goes without looking when it does not ring (a ring lost, a change made by another)
+BELL_LOOK = 5.0
 REFRESH_BY_LIST = 10  # more requests than this to look at again: one list instead of a GET each
 
 
@@ -469,12 +488,16 @@ class Requests:
         reconciler: Reconciler | Passes | None,
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        bell: Bell | None = None,
     ) -> bool:
         """Run passes (or only look, without a reconciler, or when its ``run_pass`` runs none) until ``until``
-        holds for every action."""
+        holds for every action. With a ``bell`` that is live, a look that finds them not there yet is followed by
+        the next when it rings for one of their nodes, or after BELL_LOOK seconds, instead of after ``interval``."""
         deadline = clock() + timeout
         waiter = threading.Event()
+        nodes = [a.node for a in actions]
         while True:
+            rung = bell.state(nodes) if bell is not None and bell.live() else None
             report = None if reconciler is None else reconciler.run_pass()
             changed = report is not None and report.changed
             if report is not None:
@@ -485,7 +508,11 @@ class Requests:
             remaining = deadline - clock()
             if remaining <= 0:
                 return False
-            if not changed:
+            if changed:
+                continue
+            if rung is not None and bell is not None and bell.live():
+                bell.wait(nodes, rung, min(BELL_LOOK, remaining))
+            else:
                 waiter.wait(min(interval, remaining))
 
 

@@ -36,10 +36,12 @@ from ..k8s.errors import Conflict, K8sError, NotFound
 from ..k8s.memory import MemoryClient
 from .maintenance import PassReport, ReconcileError, ReconcileOptions, Reconciler
 from .requests import (
+    BELL_LOOK,
     DELETED,
     LEFT,
     UNCHANGED,
     Action,
+    Bell,
     RequestError,
     Requests,
     RequestSpec,
@@ -191,6 +193,10 @@ class Rolling:
         self._per_node = False  # a node's step (admit, release), which many hosts run at once
         self._ended: int | None = None  # the admission batch this release ended
         self._driven_until = 0.0  # (monotonic) until then a driver holds the Lease: no pass of its own
+        # the action's doorbell between the run's driver and its nodes' steps (processes of one ansible-playbook):
+        # the driver rings a node when a pass changed its request; a step waiting for its request looks when it
+        # rings, not every poll interval (see requests.Bell)
+        self.bell: Bell | None = None
         self._waiter = threading.Event()
         self._asked = False  # admit: the node may have a request of this call's
         # the group commit the action gives, which its workers share: the hosts of a run on one controller have
@@ -412,7 +418,7 @@ class Rolling:
         LEASE_LOOK seconds)."""
         if self.reconciler is None:
             return None
-        if self._driven_until > self.monotonic():
+        if self._driven_until > self.monotonic() or self._bell() is not None:
             return None
         with retrying_for(self.client, None):  # a pass holds the Lease: not one of a step's long retries
             report = self.reconciler.run_pass()
@@ -425,9 +431,30 @@ class Rolling:
         """What a wait for requests runs between two looks (see Requests.wait)."""
         return self._pass()
 
-    def _pause(self, changed: bool, deadline: float) -> None:
-        if not changed:
-            self._waiter.wait(max(0.0, min(self.options.interval, deadline - self.monotonic())))
+    def _pause(
+        self, changed: bool, deadline: float, nodes: Sequence[str] = (), rung: tuple[int, ...] | None = None
+    ) -> None:
+        """After a look that changed nothing: wait the poll interval, or with ``rung`` (the bell of ``nodes`` as it
+        was before the look) until the driver rings for one of them, BELL_LOOK seconds at most."""
+        if changed:
+            return
+        left = max(0.0, deadline - self.monotonic())
+        bell = self._bell()
+        if bell is not None and rung is not None:
+            bell.wait(nodes, rung, min(BELL_LOOK, left))
+        else:
+            self._waiter.wait(min(self.options.interval, left))
+
+    def _bell(self) -> Bell | None:
+        """The bell, for a node's step while the run's driver holds the Lease and rings; else None."""
+        if self.bell is None or not self._per_node or self.plan or not self.bell.live():
+            return None
+        return self.bell
+
+    def _rung(self, nodes: Sequence[str]) -> tuple[int, ...] | None:
+        """The bell of ``nodes`` before a look (None without a live bell), for :meth:`_pause` after it."""
+        bell = self._bell()
+        return None if bell is None else bell.state(nodes)
 
     # -- long waits, handed back with progress ------------------------------------------------------
     def _since(self, resume: Mapping[str, Any] | None, phase: str) -> float:
@@ -641,6 +668,7 @@ class Rolling:
             if window is not None and not window["open"]:  # the window closed while the node waited
                 return self._stop(run, self.window_stop(window), node, window)
             began = self.clock()
+            rung = self._rung([node])
             report = self._pass()
             changed = report is not None and report.changed
             phases, objects, deleting = self._look([node], report)
@@ -743,7 +771,7 @@ class Rolling:
                     AdmitResult(changed=requested or self.plan, node=node, state=core.PENDING),
                     resume_nodes=[node],
                 )
-            self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)))
+            self._pause(changed, min(deadline, self.monotonic() + self._until_progress(call_began)), [node], rung)
 
     def _give_up(self, node: str, abort: bool = False) -> AdmitResult:
         """Give the request of a node that will not be admitted now back (waiting until it is gone: the node
@@ -896,6 +924,7 @@ class Rolling:
         # a reconciler of its own, which schedules new requests (the nodes' steps make them)
         reconciler = Reconciler(self.client, replace(options, lease_wait=min(options.lease_wait, DRIVER_TURN)))
         reconciler.lease.identity += DRIVER_SUFFIX
+        reconciler.on_moved = None if self.bell is None else self.bell.ring
         passes, changed = 0, False
         errors: list[str] = []
         look_at = 0.0  # (monotonic) when the record is read next
@@ -916,7 +945,7 @@ class Rolling:
 
         while not ended():
             try:
-                with reconciler.holding(ask=True) as held:
+                with reconciler.holding(ask=True) as held, self._beating(held):
                     look_at_turn = self.monotonic() + DRIVER_HOLD
                     while held and not ended():
                         report = reconciler.run_pass()
@@ -943,6 +972,10 @@ class Rolling:
         except (K8sError, RequestError):
             status = None
         return DriveResult(changed=changed, status=status, passes=passes, errors=errors)
+
+    def _beating(self, held: bool) -> AbstractContextManager[None]:
+        """The driver's heartbeat on the bell while it holds the Lease."""
+        return self.bell.beating() if held and self.bell is not None else contextlib.nullcontext()
 
     def summary(self) -> SummaryResult:
         run = self.load()
@@ -1089,7 +1122,12 @@ class Rolling:
             actions
             and not self.plan
             and not self.requests.wait(
-                actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
+                actions,
+                is_given_back,
+                self.options.release_timeout,
+                self,
+                interval=self.options.interval,
+                bell=self._bell(),
             )
         ):
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
@@ -1180,7 +1218,12 @@ class Rolling:
         if self.plan:
             return
         gone = self.requests.wait(
-            actions, is_given_back, self.options.release_timeout, self, interval=self.options.interval
+            actions,
+            is_given_back,
+            self.options.release_timeout,
+            self,
+            interval=self.options.interval,
+            bell=self._bell(),
         )
         if not gone:
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
