@@ -48,6 +48,7 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.core.node impo
 from cluster import kwok, launcher, nvidia_operator  # noqa: E402
 from cluster.launcher import Cluster, _build_bindir  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
+from kubernetes import watch as k8s_watch  # noqa: E402
 
 BIN = Path(sys.executable).parent
 NAMESPACE = "bench"
@@ -280,6 +281,63 @@ def slot_idle(records: list[dict[str, Any]], key: str = "admitted") -> list[floa
     return out
 
 
+class SlotWatch:
+    """Watches the NodeMaintenances of the run's namespace from this process: when each was first seen past Pending
+    (its slot taken: Scheduled, or further along when the watch saw no Scheduled) and when each was gone (its slot
+    given back). Either engine's requests are seen the same way; the times are when this process heard of them."""
+
+    def __init__(self, api: k8s.ApiClient, namespace: str) -> None:
+        self.taken: dict[str, float] = {}
+        self.gone: list[float] = []
+        self._watch = k8s_watch.Watch()
+        self._stopped = threading.Event()
+        self._custom = k8s.CustomObjectsApi(api)
+        self._namespace = namespace
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        version = ""
+        while not self._stopped.is_set():
+            try:
+                for event in self._watch.stream(
+                    self._custom.list_namespaced_custom_object,
+                    "maintenance.nvidia.com",
+                    "v1alpha1",
+                    self._namespace,
+                    "nodemaintenances",
+                    resource_version=version,
+                    timeout_seconds=300,
+                ):
+                    obj = event["object"]
+                    meta = obj.get("metadata") or {}
+                    version = meta.get("resourceVersion", version)
+                    if event["type"] == "DELETED":
+                        self.gone.append(time.time())
+                        continue
+                    reasons = [c.get("reason") for c in (obj.get("status") or {}).get("conditions") or []]
+                    if any(r not in (None, "", "Pending") for r in reasons) and meta.get("uid") not in self.taken:
+                        self.taken[meta["uid"]] = time.time()
+            except Exception:  # a watch that failed is started again, from a new list (taken is kept by uid)
+                version = ""
+                if self._stopped.wait(1):
+                    return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._watch.stop()
+
+    def free(self) -> list[float]:
+        """For each request gone while others were still to come: seconds until the next request took a slot."""
+        taken = sorted(self.taken.values())
+        out = []
+        for gone in sorted(self.gone):
+            later = [t for t in taken if t >= gone]
+            if later:
+                out.append(later[0] - gone)
+        return out
+
+
 def run_engine(
     cluster: Cluster,
     api: k8s.ApiClient,
@@ -307,9 +365,11 @@ def run_engine(
     log = workdir / f"rolling-{engine}{'-compared' if collections else ''}.log"
     usage: dict[str, Any] | None = {} if args.rusage else None
     load_before = os.getloadavg()
+    slots = SlotWatch(api, "default")
     began = time.time()
     total = playbook(cluster, "rolling_maintenance", extra, forks(args), log, usage, collections)
     ended = time.time()
+    slots.stop()
     load_after = os.getloadavg()
     cm = k8s.CoreV1Api(api).read_namespaced_config_map(record_name(run_id), CONFIG_NAMESPACE)
     records = list(stored_nodes(cm.data).values())
@@ -349,6 +409,11 @@ def run_engine(
         f"slot idle (a release to the next admission): median {statistics.median(idle):.2f}s, max {max(idle):.2f}s; "
         f"to the next maintenance start: median {statistics.median(unused):.2f}s, max {max(unused):.2f}s"
     )
+    free = slots.free() or [0.0]
+    print(
+        f"slot free (a request gone to the next request scheduled, either engine, as a watch saw them): median "
+        f"{statistics.median(free):.2f}s, max {max(free):.2f}s"
+    )
     overhead = [w["overhead"] for w in table]
     return {
         "total": total,
@@ -358,6 +423,7 @@ def run_engine(
         "usage": usage,
         "idle": idle,
         "unused": unused,
+        "free": free,
     }
 
 
@@ -402,7 +468,8 @@ def print_comparison(compared: dict[str, Any], this: dict[str, Any], nodes: int)
         line = (
             f"{label:>14}: overhead per wave mean {statistics.mean(o):.2f}s, median {statistics.median(o):.2f}s, "
             f"max {max(o):.2f}s; total {run['total']:.1f}s; slot idle median {statistics.median(run['idle']):.2f}s, "
-            f"max {max(run['idle']):.2f}s"
+            f"max {max(run['idle']):.2f}s; slot free median {statistics.median(run['free']):.2f}s, "
+            f"max {max(run['free']):.2f}s"
         )
         print(line + cpu_per_thousand(run, nodes))
     print(f"this checkout against the compared collection: {compared['total'] / this['total']:.2f}x faster end to end")

@@ -42,6 +42,8 @@ from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.client imp
     PODS,
 )
 from ansible_collections.nodeops.maintenance.plugins.module_utils.k8s.lease import Lease
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 NOW = 1_800_000_000.0
 NS = "ns"
@@ -322,8 +324,9 @@ def test_release_uncordons_before_dropping_the_finalizer_and_frees_the_slot(api:
     assert node0 is not None and "unschedulable" not in node0["spec"]
     ours = [w for w in api.writes if w[1] != "leases"]
     assert ours.index(("patch", "nodes", "n0", "None")) < ours.index(("replace", "nodemaintenances", "a"))
-    # the next pass schedules b
-    assert reconciler(api).run_pass().scheduled == [f"{NS}/b"]
+    # the slot it freed goes to b in the same pass, after the release (not one pass later)
+    assert report.scheduled == [f"{NS}/b"] and phase(api, "b") == "Ready"
+    assert ours.index(("replace", "nodemaintenances", "a")) < ours.index(("replace", "nodemaintenances/status", "b"))
 
 
 def test_conflicts_are_retried_after_a_re_read(api: FakeApi) -> None:
@@ -954,3 +957,82 @@ def test_a_holder_s_steps_do_not_wait_for_their_events_and_all_are_sent_in_order
     assert [e[2] for e in api.events if e[0] == "a"] == chain and [e[2] for e in api.events if e[0] == "b"] == chain
     lease = api.obj(LEASES, ReconcileOptions().lease_name)
     assert lease is None or not (lease.get("spec") or {}).get("holderIdentity")
+
+
+def test_a_pass_s_workers_take_the_releases_first_then_the_new_requests_in_the_scheduler_s_order(api: FakeApi) -> None:
+    api.add(NODES, node("n3"))
+    limits = {"maxParallelOperations": 3}
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": limits})
+    api.add(NODE_MAINTENANCES, nm("z-done", "n0"))
+    reconciler(api).run_pass()
+    api.delete(NODE_MAINTENANCES, "z-done", NS)  # its requestor gives it back
+    # listed after it and after each other by name, ranked before it by the scheduler (created first)
+    for name, node_name, created in (("b-new", "n2", "2020-01-01T00:00:00Z"), ("c-new", "n1", "2019-01-01T00:00:00Z")):
+        request = nm(name, node_name)
+        request["metadata"]["creationTimestamp"] = created
+        api.add(NODE_MAINTENANCES, request)
+    api.writes.clear()
+    report = reconciler(api, workers=1).run_pass()  # one worker: the order of its queue is the order of the writes
+    assert report.released == [f"{NS}/z-done"] and sorted(report.scheduled) == [f"{NS}/b-new", f"{NS}/c-new"]
+    ours = [w[2] for w in api.writes if w[1] in ("nodes", "nodemaintenances", "nodemaintenances/status")]
+    first_of = {name: ours.index(name) for name in ("n0", "z-done", "b-new", "c-new")}
+    assert first_of["n0"] < first_of["c-new"] and first_of["z-done"] < first_of["c-new"] < first_of["b-new"]
+
+
+def _in_progress_and_unavailable(api: FakeApi) -> tuple[int, int]:
+    """Requests holding their node (in progress, not released), and nodes unavailable (cordoned or not Ready)."""
+    held = 0
+    for (plural, _ns, _name), obj in api.objects.items():
+        if plural != NODE_MAINTENANCES.plural:
+            continue
+        view = lc.NodeMaintenanceView.from_dict(obj)
+        if view.phase not in ("", lc.PHASE_PENDING) and (view.finalizer or not view.deleting):
+            held += 1
+    down = 0
+    for (plural, _ns, _name), obj in api.objects.items():
+        if plural == NODES.plural:
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in obj["status"]["conditions"])
+            down += bool((obj.get("spec") or {}).get("unschedulable")) or not ready
+    return held, down
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["ok", "cordoned", "not_ready"]), min_size=2, max_size=7),
+    st.integers(1, 4),
+    st.integers(0, 5),
+    st.data(),
+)
+def test_a_pass_that_gives_the_slots_of_its_releases_to_the_next_requests_never_exceeds_the_limits(
+    kinds: list[str], mpo: int, max_unavailable: int, data: st.DataObject
+) -> None:
+    api = FakeApi()
+    names = [f"n{i}" for i in range(len(kinds))]
+    for name, kind in zip(names, kinds, strict=True):
+        api.add(NODES, node(name, unschedulable=kind == "cordoned", ready=kind != "not_ready"))
+    limits = {"maxParallelOperations": mpo, "maxUnavailable": max_unavailable}
+    api.add(MAINTENANCE_CONFIGS, {"metadata": {"name": "default", "namespace": NS}, "spec": limits})
+    first = data.draw(st.lists(st.sampled_from(names), unique=True), label="requested first")
+    for index, name in enumerate(first):
+        request = nm(f"r-{name}", name)
+        request["metadata"]["creationTimestamp"] = f"2027-01-15T07:00:{index:02d}Z"
+        api.add(NODE_MAINTENANCES, request)
+    reconciler(api).run_pass()
+    ready = sorted(n for n in first if phase(api, f"r-{n}") == "Ready")
+    for name in data.draw(st.lists(st.sampled_from(ready), unique=True) if ready else st.just([]), label="given back"):
+        api.delete(NODE_MAINTENANCES, f"r-{name}", NS)
+    rest = [n for n in names if n not in first]
+    later = data.draw(st.lists(st.sampled_from(rest), unique=True) if rest else st.just([]), label="requested later")
+    for index, name in enumerate(later):
+        request = nm(f"r-{name}", name)
+        request["metadata"]["creationTimestamp"] = f"2027-01-15T07:01:{index:02d}Z"
+        api.add(NODE_MAINTENANCES, request)
+    held_before, down_before = _in_progress_and_unavailable(api)
+    report = reconciler(api, workers=data.draw(st.integers(1, 3), label="workers")).run_pass()
+    held_after, down_after = _in_progress_and_unavailable(api)
+    assert report.errors == []
+    assert held_after <= max(mpo, held_before)
+    assert down_after <= max(max_unavailable, down_before)
+    # and it used the slots the releases freed in the same pass: what the next pass would still schedule is nothing
+    # (unless this pass released a node only: its slot was given in this pass already)
+    assert reconciler(api).run_pass().scheduled == []

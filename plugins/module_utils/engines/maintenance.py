@@ -209,6 +209,7 @@ class Reconciler:
         self._report = PassReport()
         self._warned: set[str] = set()
         self._released_present: list[dict[str, Any]] = []  # released by this pass but still there (see _apply)
+        self._nodes_written: dict[str, dict[str, Any]] = {}  # the nodes as this pass's writes left them, by name
         self._holding = False  # within holding(): passes keep the Lease instead of taking it each
         # within holding(): the queues of the threads that send the events of the passes (see _events_sent_aside)
         self._event_queues: list[queue.SimpleQueue[tuple[dict[str, Any], lc.Event, str] | None]] | None = None
@@ -354,16 +355,40 @@ class Reconciler:
     def _pass(self, check_mode: bool) -> None:
         report = self._report
         self._released_present = []
+        self._nodes_written = {}
         config, max_seconds = self.read_config()
         nodes, nms = self.read()
         report.node_names = frozenset(nodes)
+        chosen: set[str] = set()  # what this pass schedules (decided after the releases)
+        decisions: dict[str, Any] = {}
+
+        def work(obj: dict[str, Any]) -> dict[str, Any] | None:
+            try:
+                moved = self._advance(obj, nodes, key_of(obj) in chosen, max_seconds, decisions)
+            except K8sError as exc:
+                with self._lock:
+                    report.errors.append({"name": key_of(obj), "error": exc.msg, "reason": exc.reason})
+                return obj
+            if self.on_moved is not None and (moved is None or _version(moved) != _version(obj)):
+                self.on_moved(obj["spec"]["nodeName"])
+            return moved
+
+        # The releases first (the requests being deleted), then the plan on the requests and nodes as they left them:
+        # a slot a release frees goes to the next request in this pass, not one pass later (when many requests are
+        # moved at once on a busy API server, a pass lasts seconds).
+        released: dict[str, dict[str, Any] | None] = {} if check_mode else self._release_first(nms, work)
+        if released:
+            nodes.update(self._nodes_written)  # uncordoned: as the releases wrote them
+            nms = [released.get(key_of(obj), obj) for obj in nms]
+            nms = [obj for obj in nms if obj is not None]
         try:
             plan = schedule(parse_nodes(nodes.values()), parse_requests(nms), config, unknown_nodes="skip")
         except SchedulerInputError as exc:
             raise ReconcileError(str(exc)) from exc
         report.plan = plan.as_dict()
-        chosen = {r.key for r in plan.scheduled} if self.schedule_new else set()
-        decisions = {d.request.key: d for d in plan.decisions}
+        if self.schedule_new:
+            chosen.update(r.key for r in plan.scheduled)
+        decisions.update((d.request.key, d) for d in plan.decisions)
         now = self.clock()
         if check_mode:
             for obj in nms:
@@ -378,28 +403,24 @@ class Reconciler:
             report.settled = not report.moving
             return
 
-        def work(obj: dict[str, Any]) -> dict[str, Any] | None:
-            try:
-                moved = self._advance(obj, nodes, key_of(obj) in chosen, max_seconds, decisions)
-            except K8sError as exc:
-                with self._lock:
-                    report.errors.append({"name": key_of(obj), "error": exc.msg, "reason": exc.reason})
-                return obj
-            if self.on_moved is not None and (moved is None or _version(moved) != _version(obj)):
-                self.on_moved(obj["spec"]["nodeName"])
-            return moved
-
         # A request waiting its turn (Pending, not chosen) is only looked at, with no API call. In a large fleet most
         # are, so they are looked at here while the workers move the others, instead of each costing a task in the
         # pool (a hand-off to a thread and a future each).
         quiet: list[dict[str, Any]] = []
         moving: list[dict[str, Any]] = []
+        done: list[dict[str, Any]] = []  # the releases', moved already
         for obj in nms:
-            (quiet if _waits_its_turn(obj, chosen) else moving).append(obj)
+            if key_of(obj) in released:
+                done.append(obj)
+            else:
+                (quiet if _waits_its_turn(obj, chosen) else moving).append(obj)
+        # the requests under way first, then the new ones in the scheduler's order: the next in line starts first
+        rank = {r.key: index for index, r in enumerate(plan.scheduled)}
+        moving.sort(key=lambda obj: rank.get(key_of(obj), -1))
         workers = max(1, min(self.options.workers, len(moving)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             pending = pool.map(work, moving)
-            results = [work(obj) for obj in quiet]
+            results = done + [work(obj) for obj in quiet]
             results += pending
         final = [obj for obj in results if obj is not None]
         report.requests = sorted((summary(obj) for obj in final), key=lambda s: s["name"])
@@ -410,6 +431,17 @@ class Reconciler:
         report.moving = self._moving(final, set())
         report.settled = not report.moving
         report.objects, report.namespace = final + self._released_present, self.options.namespace
+
+    def _release_first(
+        self, nms: list[dict[str, Any]], work: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, dict[str, Any] | None]:
+        """Move the requests being deleted (``work`` each, in parallel); by key, what is left of each (None: gone,
+        or released and no longer this engine's)."""
+        releasing = [obj for obj in nms if (obj.get("metadata") or {}).get("deletionTimestamp")]
+        if not releasing:
+            return {}
+        with ThreadPoolExecutor(max_workers=max(1, min(self.options.workers, len(releasing)))) as pool:
+            return dict(zip([key_of(obj) for obj in releasing], pool.map(work, releasing), strict=True))
 
     @staticmethod
     def _moving(nms: list[dict[str, Any]], chosen: set[str]) -> list[str]:
@@ -545,6 +577,8 @@ class Reconciler:
         except NotFound as exc:
             raise NodeGone(f"node {name} was deleted meanwhile", exc.status, exc.body) from exc
         self._count_write()
+        with self._lock:
+            self._nodes_written[name] = written
         return written
 
     def _get(self, obj: Mapping[str, Any]) -> dict[str, Any]:
