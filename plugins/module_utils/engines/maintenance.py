@@ -379,8 +379,8 @@ class Reconciler:
         released: dict[str, dict[str, Any] | None] = {} if check_mode else self._release_first(nms, work)
         if released:
             nodes.update(self._nodes_written)  # uncordoned: as the releases wrote them
-            nms = [released.get(key_of(obj), obj) for obj in nms]
-            nms = [obj for obj in nms if obj is not None]
+            left: list[dict[str, Any] | None] = [released.get(key_of(obj), obj) for obj in nms]
+            nms = [obj for obj in left if obj is not None]
         try:
             plan = schedule(parse_nodes(nodes.values()), parse_requests(nms), config, unknown_nodes="skip")
         except SchedulerInputError as exc:
