@@ -328,13 +328,18 @@ class SlotWatch:
         self._watch.stop()
 
     def free(self) -> list[float]:
-        """For each request gone while others were still to come: seconds until the next request took a slot."""
+        """For each request gone while others were still to come: seconds until a request took the slot it freed
+        (the releases and the takes after them paired in their order: each take fills one freed slot)."""
         taken = sorted(self.taken.values())
-        out = []
+        out: list[float] = []
+        index = 0
         for gone in sorted(self.gone):
-            later = [t for t in taken if t >= gone]
-            if later:
-                out.append(later[0] - gone)
+            while index < len(taken) and taken[index] < gone:
+                index += 1  # taken before this release: a slot that was free already
+            if index == len(taken):
+                break
+            out.append(taken[index] - gone)
+            index += 1
         return out
 
 

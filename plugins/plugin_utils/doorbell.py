@@ -23,7 +23,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 BEAT = 1.0  # seconds between two heartbeats of the driver
 LIVE = 3.0  # a heartbeat at most this old says that the driver holds the Lease
@@ -59,16 +59,18 @@ class Bell:
                 self._touch(path)
 
     @contextlib.contextmanager
-    def beating(self) -> Iterator[None]:
+    def beating(self, holding: Callable[[], bool] = lambda: True) -> Iterator[None]:
         """The driver, while it holds the Lease: a heartbeat every BEAT seconds from a thread, for as long as the
-        block runs."""
+        block runs and ``holding`` says that the Lease is still shown to be held (a driver whose renewals fail
+        stops beating, and the steps look at the Lease themselves again)."""
         stop = threading.Event()
         heartbeat = os.path.join(self.path, HEARTBEAT)
 
         def beat() -> None:
             while not stop.wait(BEAT):
-                with contextlib.suppress(OSError):
-                    self._touch(heartbeat)
+                if holding():
+                    with contextlib.suppress(OSError):
+                        self._touch(heartbeat)
 
         with contextlib.suppress(OSError):  # the first at once: live when the block begins
             self._touch(heartbeat)

@@ -25,7 +25,8 @@ def test_a_ring_after_the_state_was_taken_ends_the_wait_also_when_it_came_before
         assert bell.wait(["n1", "n2"], bell.state(["n1", "n2"]), 0.0) is False
 
 
-def test_a_ring_from_another_process_wakes_a_waiting_step(tmp_path: Path) -> None:
+def test_a_ring_from_another_process_wakes_a_waiting_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doorbell, "LIVE", 600.0)  # a heartbeat thread starved on a busy machine does not end the wait
     bell = doorbell.Bell(str(tmp_path), KEY)
     rung = threading.Event()
     with bell.beating():
@@ -92,3 +93,20 @@ def test_without_its_directory_there_is_no_bell_and_nothing_fails(tmp_path: Path
 @pytest.mark.parametrize("nodes", [[], ["n1"], ["n1", "n2", "n3"]])
 def test_the_state_has_one_entry_per_node(tmp_path: Path, nodes: list[str]) -> None:
     assert len(doorbell.Bell(str(tmp_path), KEY).state(nodes)) == len(nodes)
+
+
+def test_a_driver_that_cannot_show_its_lease_stops_beating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doorbell, "BEAT", 0.01)
+    bell = doorbell.Bell(str(tmp_path), KEY)
+    showing = threading.Event()
+    showing.set()
+    with bell.beating(showing.is_set):
+        beat = Path(bell.path) / doorbell.HEARTBEAT
+        showing.clear()  # its renewals fail from now on
+        os.utime(beat, (1.0, 1.0))  # the last beat long ago
+        touched = threading.Event()
+        # however many beats go by, the heartbeat is not touched again
+        for _ in range(20):
+            touched.wait(0.01)
+            assert beat.stat().st_mtime == 1.0
+        assert bell.live() is False

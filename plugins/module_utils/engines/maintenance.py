@@ -148,6 +148,10 @@ class PassReport:
         }
 
 
+# an event sent aside: the request, the event, its time, the report of the pass that recorded it
+_AsideEvent = tuple[dict[str, Any], lc.Event, str, PassReport]
+
+
 def _version(obj: Mapping[str, Any]) -> Any:
     return (obj.get("metadata") or {}).get("resourceVersion")
 
@@ -212,7 +216,7 @@ class Reconciler:
         self._nodes_written: dict[str, dict[str, Any]] = {}  # the nodes as this pass's writes left them, by name
         self._holding = False  # within holding(): passes keep the Lease instead of taking it each
         # within holding(): the queues of the threads that send the events of the passes (see _events_sent_aside)
-        self._event_queues: list[queue.SimpleQueue[tuple[dict[str, Any], lc.Event, str] | None]] | None = None
+        self._event_queues: list[queue.SimpleQueue[_AsideEvent | None]] | None = None
         # False: passes move the requests already in progress (and release) but schedule no new one, e.g. while
         # a rolling run is outside its maintenance window or a gate blocks its next wave
         self.schedule_new = True
@@ -270,14 +274,18 @@ class Reconciler:
         threads of their own, the events of one request in their order, instead of by the step: a request's
         steps then wait only for the writes that move it (its status, the node), which matters when many are
         moved at once on a busy API server. Every event is sent before the block ends, while the Lease is
-        held."""
-        queues: list[queue.SimpleQueue[tuple[dict[str, Any], lc.Event, str] | None]] = [
-            queue.SimpleQueue() for _ in range(EVENT_SENDERS)
-        ]
+        held. An event sent aside is reported in the report of the pass that recorded it, and is not one of its
+        ``writes`` (a pass that moved nothing is not ``changed`` by the events of an earlier one)."""
+        queues: list[queue.SimpleQueue[_AsideEvent | None]] = [queue.SimpleQueue() for _ in range(EVENT_SENDERS)]
 
-        def send(mine: queue.SimpleQueue[tuple[dict[str, Any], lc.Event, str] | None]) -> None:
+        def send(mine: queue.SimpleQueue[_AsideEvent | None]) -> None:
             while (item := mine.get()) is not None:
-                self._send_event(*item)
+                obj, event, now, report = item
+                try:
+                    self._send_event(obj, event, now, report)
+                except Exception as exc:  # one event that fails leaves the others to be sent
+                    with self._lock:
+                        report.warnings.append(f"Could not record event {event.reason} on {key_of(obj)}: {exc}")
 
         senders = [threading.Thread(target=send, args=(q,), name=f"nodeops-events-{i}") for i, q in enumerate(queues)]
         for sender in senders:
@@ -737,18 +745,25 @@ class Reconciler:
             if queues is None:
                 self._send_event(obj, event)
             else:  # the same sender for every event of one request: they are sent in their order, with their time
-                queues[zlib.crc32(key_of(obj).encode()) % len(queues)].put((obj, event, format_time(self.clock())))
+                aside = (obj, event, format_time(self.clock()), self._report)
+                queues[zlib.crc32(key_of(obj).encode()) % len(queues)].put(aside)
 
-    def _send_event(self, obj: dict[str, Any], event: lc.Event, now: str | None = None) -> None:
+    def _send_event(
+        self, obj: dict[str, Any], event: lc.Event, now: str | None = None, aside: PassReport | None = None
+    ) -> None:
+        """Send one event: by the step (``aside`` None), counted among the pass's writes; or by a sender thread,
+        reported in the report ``aside`` of the pass that recorded it."""
+        report = self._report if aside is None else aside
         try:
             self.client.create_event(obj, event.reason, event.message, event.type, component=COMPONENT, now=now)
-            self._count_write()
         except K8sError as exc:  # an event is information; the step is done
             with self._lock:
-                self._report.warnings.append(f"Could not record event {event.reason} on {key_of(obj)}: {exc.msg}")
+                report.warnings.append(f"Could not record event {event.reason} on {key_of(obj)}: {exc.msg}")
             return
+        if aside is None:
+            self._count_write()
         with self._lock:
-            self._report.events.append(
+            report.events.append(
                 {"name": key_of(obj), "reason": event.reason, "message": event.message, "type": event.type}
             )
 

@@ -451,6 +451,10 @@ class Rolling:
             return None
         return self.bell
 
+    def _wait_bell(self) -> Bell | None:
+        """The bell for a wait of a node's step that may last (Requests.wait looks whether it is live each time)."""
+        return None if self.bell is None or not self._per_node or self.plan else self.bell
+
     def _rung(self, nodes: Sequence[str]) -> tuple[int, ...] | None:
         """The bell of ``nodes`` before a look (None without a live bell), for :meth:`_pause` after it."""
         bell = self._bell()
@@ -945,7 +949,7 @@ class Rolling:
 
         while not ended():
             try:
-                with reconciler.holding(ask=True) as held, self._beating(held):
+                with reconciler.holding(ask=True) as held, self._beating(held, reconciler):
                     look_at_turn = self.monotonic() + DRIVER_HOLD
                     while held and not ended():
                         report = reconciler.run_pass()
@@ -973,9 +977,12 @@ class Rolling:
             status = None
         return DriveResult(changed=changed, status=status, passes=passes, errors=errors)
 
-    def _beating(self, held: bool) -> AbstractContextManager[None]:
-        """The driver's heartbeat on the bell while it holds the Lease."""
-        return self.bell.beating() if held and self.bell is not None else contextlib.nullcontext()
+    def _beating(self, held: bool, reconciler: Reconciler) -> AbstractContextManager[None]:
+        """The driver's heartbeat on the bell while it holds the Lease (and can show it)."""
+        if not held or self.bell is None:
+            return contextlib.nullcontext()
+        lease = reconciler.lease
+        return self.bell.beating(lambda: lease.monotonic() < lease.valid_until)
 
     def summary(self) -> SummaryResult:
         run = self.load()
@@ -1127,7 +1134,7 @@ class Rolling:
                 self.options.release_timeout,
                 self,
                 interval=self.options.interval,
-                bell=self._bell(),
+                bell=self._wait_bell(),
             )
         ):
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
@@ -1223,7 +1230,7 @@ class Rolling:
             self.options.release_timeout,
             self,
             interval=self.options.interval,
-            bell=self._bell(),
+            bell=self._wait_bell(),
         )
         if not gone:
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
