@@ -106,7 +106,7 @@ def test_a_driver_that_cannot_show_its_lease_stops_beating(tmp_path: Path, monke
         os.utime(beat, (1.0, 1.0))  # the last beat long ago
         touched = threading.Event()
         # however many beats go by, the heartbeat is not touched again
-        for _ in range(20):
+        for _beat in range(20):
             touched.wait(0.01)
             assert beat.stat().st_mtime == 1.0
         assert bell.live() is False

@@ -276,7 +276,7 @@ class Reconciler:
         moved at once on a busy API server. Every event is sent before the block ends, while the Lease is
         held. An event sent aside is reported in the report of the pass that recorded it, and is not one of its
         ``writes`` (a pass that moved nothing is not ``changed`` by the events of an earlier one)."""
-        queues: list[queue.SimpleQueue[_AsideEvent | None]] = [queue.SimpleQueue() for _ in range(EVENT_SENDERS)]
+        queues: list[queue.SimpleQueue[_AsideEvent | None]] = [queue.SimpleQueue() for _sender in range(EVENT_SENDERS)]
 
         def send(mine: queue.SimpleQueue[_AsideEvent | None]) -> None:
             while (item := mine.get()) is not None:
