@@ -1125,18 +1125,7 @@ class Rolling:
         run = self.load()  # the record as it is now (other hosts write it too)
         pending = [node] if node in run.in_state(core.PENDING) else []
         actions = self.requests.absent(pending) if pending else []
-        if (
-            actions
-            and not self.plan
-            and not self.requests.wait(
-                actions,
-                is_given_back,
-                self.options.release_timeout,
-                self,
-                interval=self.options.interval,
-                bell=self._wait_bell(),
-            )
-        ):
+        if actions and not self.plan and not self._wait_given_back(actions):
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             raise RequestError(
                 f"The run stopped ({stopped['reason']}), but its requests were not gone after "
@@ -1224,19 +1213,17 @@ class Rolling:
         actions = self.requests.absent(nodes)
         if self.plan:
             return
-        gone = self.requests.wait(
-            actions,
-            is_given_back,
-            self.options.release_timeout,
-            self,
-            interval=self.options.interval,
-            bell=self._wait_bell(),
-        )
-        if not gone:
+        if not self._wait_given_back(actions):
             left = [self.requests.explain(a) for a in actions if not is_given_back(a)]
             timeout = self.options.release_timeout
             raise RequestError(f"Released requests not gone after {timeout:g}s: " + "; ".join(left))
         self._warn_kept(actions)
+
+    def _wait_given_back(self, actions: Sequence[Action]) -> bool:
+        """Wait (release_timeout at most) until the requests of ``actions`` are given back; whether they are."""
+        return self.requests.wait(
+            actions, is_given_back, self.options.release_timeout, self, self.options.interval, bell=self._wait_bell()
+        )
 
     def _warn_kept(self, actions: Sequence[Action]) -> None:
         """A warning for each request given back that the engine keeps for the requestors that joined it: the run
